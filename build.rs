@@ -1,0 +1,82 @@
+//! Generates the protocol codecs and the error-code table into `OUT_DIR`.
+//!
+//! Thin on purpose: which files, rerun triggers, and where to write. Supporting a new API is
+//! adding its two schema files to `SCHEMAS`.
+
+use std::path::{Path, PathBuf};
+
+/// The schema files the client speaks, unmodified from Kafka 3.9 (see schemas/NOTICE).
+const SCHEMAS: &[&str] = &[
+    "RequestHeader.json",
+    "ResponseHeader.json",
+    "ApiVersionsRequest.json",
+    "ApiVersionsResponse.json",
+    "MetadataRequest.json",
+    "MetadataResponse.json",
+    "FindCoordinatorRequest.json",
+    "FindCoordinatorResponse.json",
+    "JoinGroupRequest.json",
+    "JoinGroupResponse.json",
+    "SyncGroupRequest.json",
+    "SyncGroupResponse.json",
+    "HeartbeatRequest.json",
+    "HeartbeatResponse.json",
+    "LeaveGroupRequest.json",
+    "LeaveGroupResponse.json",
+    "OffsetCommitRequest.json",
+    "OffsetCommitResponse.json",
+    "OffsetFetchRequest.json",
+    "OffsetFetchResponse.json",
+    "ListOffsetsRequest.json",
+    "ListOffsetsResponse.json",
+    "FetchRequest.json",
+    "FetchResponse.json",
+    "ProduceRequest.json",
+    "ProduceResponse.json",
+    "CreateTopicsRequest.json",
+    "CreateTopicsResponse.json",
+    "DeleteTopicsRequest.json",
+    "DeleteTopicsResponse.json",
+    "DescribeGroupsRequest.json",
+    "DescribeGroupsResponse.json",
+    "ListGroupsRequest.json",
+    "ListGroupsResponse.json",
+    "SaslHandshakeRequest.json",
+    "SaslHandshakeResponse.json",
+    "SaslAuthenticateRequest.json",
+    "SaslAuthenticateResponse.json",
+    "ConsumerGroupHeartbeatRequest.json",
+    "ConsumerGroupHeartbeatResponse.json",
+    "ConsumerProtocolSubscription.json",
+    "ConsumerProtocolAssignment.json",
+];
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let schemas = root.join("schemas");
+    println!("cargo:rerun-if-changed=schemas");
+    println!("cargo:rerun-if-changed=data/kafka-error-codes.tsv");
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let messages = kafka_group_codegen::generate(&schemas, SCHEMAS).unwrap_or_else(|e| fail(&e));
+    write(&out.join("messages.rs"), &messages);
+
+    let tsv_path = root.join("data/kafka-error-codes.tsv");
+    let tsv =
+        std::fs::read_to_string(&tsv_path).unwrap_or_else(|e| fail(&format!("{}: {e}", tsv_path.display())));
+    let codes = kafka_group_codegen::error_codes::emit_error_codes(&tsv)
+        .unwrap_or_else(|e| fail(&format!("data/kafka-error-codes.tsv: {e}")));
+    write(&out.join("error_codes.rs"), &codes);
+}
+
+fn write(path: &Path, contents: &str) {
+    kafka_group_codegen::write_if_changed(path, contents)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", path.display())));
+}
+
+fn fail(msg: &str) -> ! {
+    // A panic would bury the schema error under a backtrace; this prints just the message.
+    eprintln!("error: kafka-group codegen: {msg}");
+    std::process::exit(1);
+}

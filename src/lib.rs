@@ -1,0 +1,31 @@
+//! # kafka-group
+//!
+//! A blocking, synchronous client for Apache Kafka consumer groups, built around static
+//! membership (KIP-345, `group.instance.id`).
+//!
+//! This release contains the protocol layer: codecs for every version of every API the client
+//! speaks, generated from Kafka's JSON schemas at build time ([`protocol`]), and Kafka's error
+//! codes as a typed enum ([`KafkaCode`]).
+//!
+//! ```
+//! use kafka_group::protocol::messages::JoinGroupRequest;
+//! use kafka_group::protocol::{EncodeError, Message};
+//!
+//! let join = JoinGroupRequest {
+//!     group_id: "batch-jobs".into(),
+//!     group_instance_id: Some("worker-1".into()),
+//!     ..Default::default()
+//! };
+//! // v5 has group.instance.id ...
+//! assert!(join.to_bytes(5).is_ok());
+//! // ... v4 does not, and the codec refuses to drop it silently.
+//! assert!(matches!(join.to_bytes(4), Err(EncodeError::UnsupportedField { field: "group_instance_id", .. })));
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod code;
+pub mod protocol;
+
+pub use code::KafkaCode;
