@@ -5,7 +5,7 @@
 //! `PartitionData`…) repeat across messages; the top-level struct is re-exported here.
 
 // Generated functions take `version` even where a struct is the same in every version.
-#![allow(clippy::all, clippy::pedantic, unused_variables)]
+#![allow(clippy::all, clippy::pedantic, unused_variables, unused_mut)]
 
 #[allow(unused_imports)]
 use super::wire::*;
