@@ -1,0 +1,613 @@
+//! The [`Client`]: bootstrap, a metadata cache, one connection per broker, coordinator lookup.
+//!
+//! A `Client` is a cheap handle (`Arc` inside) that many threads can share. Each broker's
+//! connection sits behind its own lock, so requests to different brokers run in parallel while
+//! requests to the same broker queue (one in flight per connection). Long-lived users such as a
+//! member's heartbeat thread take a dedicated connection with [`Client::connect`] instead.
+
+use crate::error::{Error, Result, Timeout};
+use crate::net::{BrokerVersions, Connection, ConnectionConfig};
+use crate::protocol::messages::{
+    FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
+};
+use crate::protocol::messages::metadata_request::MetadataRequestTopic;
+use crate::protocol::{ApiKey, Request, Uuid};
+use crate::KafkaCode;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A broker as the cluster describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Broker {
+    /// `node.id`.
+    pub id: i32,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: u16,
+    /// `broker.rack`, if set.
+    pub rack: Option<String>,
+}
+
+impl Broker {
+    /// `host:port`.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// One partition's placement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMetadata {
+    /// Partition index.
+    pub partition: i32,
+    /// Leader broker id, -1 when there is none.
+    pub leader: i32,
+    /// Leader epoch, -1 when unknown (brokers before 2.1).
+    pub leader_epoch: i32,
+    /// Replica broker ids.
+    pub replicas: Vec<i32>,
+    /// In-sync replica broker ids.
+    pub isr: Vec<i32>,
+    /// Partition-level error.
+    pub error: KafkaCode,
+}
+
+/// One topic's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMetadata {
+    /// Topic name.
+    pub name: String,
+    /// Topic id (nil before Kafka 2.8).
+    pub id: Uuid,
+    /// Topic-level error (e.g. `UNKNOWN_TOPIC_OR_PARTITION`).
+    pub error: KafkaCode,
+    /// Whether it is an internal topic such as `__consumer_offsets`.
+    pub internal: bool,
+    /// Partitions, sorted by index.
+    pub partitions: Vec<PartitionMetadata>,
+}
+
+/// A snapshot of the cluster's metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    /// Cluster id (from Kafka 0.10.1).
+    pub cluster_id: Option<String>,
+    /// Controller broker id, -1 if unknown.
+    pub controller_id: i32,
+    /// Brokers by id.
+    pub brokers: BTreeMap<i32, Broker>,
+    /// Topics by name (only those asked for, or all).
+    pub topics: BTreeMap<String, TopicMetadata>,
+}
+
+/// Builds a [`Client`]; every setter names the Kafka property it mirrors and its default.
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    bootstrap: String,
+    conn: ConnectionConfig,
+    retry_backoff: Duration,
+    reconnect_backoff: Duration,
+    reconnect_backoff_max: Duration,
+    api_timeout: Duration,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            bootstrap: String::new(),
+            conn: ConnectionConfig::default(),
+            retry_backoff: Duration::from_millis(100),
+            reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_millis(1000),
+            api_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// `bootstrap.servers`: comma-separated `host:port` list. Required; no default.
+    pub fn bootstrap_servers(mut self, servers: impl Into<String>) -> Self {
+        self.bootstrap = servers.into();
+        self
+    }
+
+    /// `client.id`, sent with every request. Default `kafka-group`.
+    pub fn client_id(mut self, id: impl Into<String>) -> Self {
+        self.conn.client_id = Some(id.into());
+        self
+    }
+
+    /// `request.timeout.ms`: how long to wait for each response. Default 30 s.
+    pub fn request_timeout(mut self, t: Duration) -> Self {
+        self.conn.request_timeout = t;
+        self
+    }
+
+    /// `socket.connection.setup.timeout.ms`: TCP connect timeout per address. Default 10 s.
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.conn.connect_timeout = t;
+        self
+    }
+
+    /// `default.api.timeout.ms`: total time for operations that retry, such as finding a
+    /// coordinator. Default 60 s.
+    pub fn api_timeout(mut self, t: Duration) -> Self {
+        self.api_timeout = t;
+        self
+    }
+
+    /// `retry.backoff.ms`: pause between retries of a failed request. Default 100 ms.
+    pub fn retry_backoff(mut self, t: Duration) -> Self {
+        self.retry_backoff = t;
+        self
+    }
+
+    /// `reconnect.backoff.ms`: first pause before reconnecting to a broker. Default 50 ms.
+    pub fn reconnect_backoff(mut self, t: Duration) -> Self {
+        self.reconnect_backoff = t;
+        self
+    }
+
+    /// `reconnect.backoff.max.ms`: the reconnect pause doubles per failure up to this.
+    /// Default 1 s.
+    pub fn reconnect_backoff_max(mut self, t: Duration) -> Self {
+        self.reconnect_backoff_max = t;
+        self
+    }
+
+    /// Largest response frame accepted, in bytes (no Kafka property; guards against garbage
+    /// lengths such as a TLS port's answer). Default 100 MiB.
+    pub fn max_response_size(mut self, bytes: usize) -> Self {
+        self.conn.max_response_size = bytes;
+        self
+    }
+
+    /// Pins `api` to at most `version` (for working around broker bugs). Default: no cap.
+    pub fn max_api_version(mut self, api: ApiKey, version: i16) -> Self {
+        self.conn.version_caps.insert(api.key(), version);
+        self
+    }
+
+    /// Validates the configuration (without touching the network) and builds the client.
+    pub fn build(self) -> Result<Client> {
+        let bootstrap = parse_bootstrap(&self.bootstrap)?;
+        let positive = |property: &'static str, d: Duration| {
+            if d.is_zero() {
+                Err(Error::Config { property, problem: "must be greater than zero".into() })
+            } else {
+                Ok(())
+            }
+        };
+        positive("request.timeout.ms", self.conn.request_timeout)?;
+        positive("socket.connection.setup.timeout.ms", self.conn.connect_timeout)?;
+        positive("default.api.timeout.ms", self.api_timeout)?;
+        if self.reconnect_backoff_max < self.reconnect_backoff {
+            return Err(Error::Config {
+                property: "reconnect.backoff.max.ms",
+                problem: "must not be below reconnect.backoff.ms".into(),
+            });
+        }
+        if self.conn.max_response_size < 1024 {
+            return Err(Error::Config { property: "max_response_size", problem: "must be at least 1024 bytes".into() });
+        }
+        for (&key, &cap) in &self.conn.version_caps {
+            let api = ApiKey::from_key(key).ok_or(Error::Config {
+                property: "max_api_version",
+                problem: format!("unknown API key {key}"),
+            })?;
+            if cap < api.versions().min {
+                return Err(Error::Config {
+                    property: "max_api_version",
+                    problem: format!("{} v{cap} is below the lowest version the client has ({})", api.name(), api.versions()),
+                });
+            }
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                bootstrap,
+                conn: self.conn,
+                retry_backoff: self.retry_backoff,
+                reconnect_backoff: self.reconnect_backoff,
+                reconnect_backoff_max: self.reconnect_backoff_max,
+                api_timeout: self.api_timeout,
+                metadata: Mutex::new(Arc::new(Metadata::default())),
+                slots: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+fn parse_bootstrap(s: &str) -> Result<Vec<String>> {
+    let err = |problem: String| Error::Config { property: "bootstrap.servers", problem };
+    let list: Vec<String> = s.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect();
+    if list.is_empty() {
+        return Err(err("no broker address given".into()));
+    }
+    for a in &list {
+        let (host, port) = a.rsplit_once(':').ok_or_else(|| err(format!("{a:?} is not host:port")))?;
+        if host.is_empty() || port.parse::<u16>().ok().filter(|p| *p > 0).is_none() {
+            return Err(err(format!("{a:?} is not host:port with a port in 1..=65535")));
+        }
+    }
+    Ok(list)
+}
+
+/// Where a connection goes: a bootstrap address (before metadata names brokers) or a broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Target {
+    Bootstrap(usize),
+    Broker(i32),
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    conn: Option<Connection>,
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    bootstrap: Vec<String>,
+    conn: ConnectionConfig,
+    retry_backoff: Duration,
+    reconnect_backoff: Duration,
+    reconnect_backoff_max: Duration,
+    api_timeout: Duration,
+    metadata: Mutex<Arc<Metadata>>,
+    slots: Mutex<HashMap<Target, Arc<Mutex<Slot>>>>,
+}
+
+/// A thread-safe, cheaply cloned handle on a Kafka cluster.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks cannot leave the data half-updated (each
+    // critical section is a single assignment or map operation), so the poison flag is noise.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Client {
+    /// Starts building a client.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// The last metadata fetched (empty before the first fetch).
+    pub fn cached_metadata(&self) -> Arc<Metadata> {
+        lock(&self.inner.metadata).clone()
+    }
+
+    /// `retry.backoff.ms` as configured.
+    pub fn retry_backoff(&self) -> Duration {
+        self.inner.retry_backoff
+    }
+
+    /// The connection settings every connection of this client uses.
+    pub fn connection_config(&self) -> &ConnectionConfig {
+        &self.inner.conn
+    }
+
+    /// A broker from the cached metadata (or a coordinator seen since).
+    pub fn broker(&self, id: i32) -> Option<Broker> {
+        self.cached_metadata().brokers.get(&id).cloned()
+    }
+
+    /// Opens a new connection of its own to `broker` (e.g. for a heartbeat thread).
+    pub fn connect(&self, broker: &Broker) -> Result<Connection> {
+        Connection::connect(&broker.addr(), &self.inner.conn)
+    }
+
+    /// Sends a request to broker `id`, building it for the version negotiated with that broker.
+    pub fn send_to<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
+        self.send_target(Target::Broker(id), build)
+    }
+
+    /// Sends a request to any reachable broker (known brokers first, then bootstrap
+    /// addresses), moving on to the next one when a broker cannot be reached.
+    pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
+        let mut targets: Vec<Target> = self.cached_metadata().brokers.keys().map(|id| Target::Broker(*id)).collect();
+        targets.extend((0..self.inner.bootstrap.len()).map(Target::Bootstrap));
+        let mut last = Error::NoBroker("no bootstrap address".into());
+        for t in targets {
+            match self.send_target(t, &build) {
+                Ok(r) => return Ok(r),
+                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                    log::debug!("{t:?} unusable ({e}); trying the next broker");
+                    last = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// The ApiVersions table of broker `id` (connecting if needed).
+    pub fn broker_versions(&self, id: i32) -> Result<BrokerVersions> {
+        self.with_connection(Target::Broker(id), |c| Ok(c.broker_versions().clone()))
+    }
+
+    /// The ApiVersions table of whichever broker answers first.
+    pub fn any_broker_versions(&self) -> Result<BrokerVersions> {
+        let mut targets: Vec<Target> = self.cached_metadata().brokers.keys().map(|id| Target::Broker(*id)).collect();
+        targets.extend((0..self.inner.bootstrap.len()).map(Target::Bootstrap));
+        let mut last = Error::NoBroker("no bootstrap address".into());
+        for t in targets {
+            match self.with_connection(t, |c| Ok(c.broker_versions().clone())) {
+                Ok(v) => return Ok(v),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn send_target<R: Request>(&self, t: Target, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
+        self.with_connection(t, |conn| {
+            let version = conn.version(R::API_KEY)?;
+            conn.send_at(&build(version), version, None)
+        })
+    }
+
+    fn addr_of(&self, t: Target) -> Result<String> {
+        match t {
+            Target::Bootstrap(i) => Ok(self.inner.bootstrap[i].clone()),
+            Target::Broker(id) => self
+                .broker(id)
+                .map(|b| b.addr())
+                .ok_or_else(|| Error::NoBroker(format!("broker {id} is not in the cluster metadata"))),
+        }
+    }
+
+    /// Runs `f` on the connection to `t`, connecting (with backoff after failures) if needed,
+    /// and dropping the connection when `f` leaves it broken.
+    fn with_connection<T>(&self, t: Target, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let slot = lock(&self.inner.slots).entry(t).or_default().clone();
+        let mut slot = lock(&slot);
+        if slot.conn.as_ref().is_some_and(Connection::is_broken) {
+            slot.conn = None;
+        }
+        if slot.conn.is_none() {
+            if let Some(at) = slot.retry_at {
+                let wait = at.saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+            }
+            let addr = self.addr_of(t)?;
+            match Connection::connect(&addr, &self.inner.conn) {
+                Ok(c) => {
+                    log::debug!("connected to {addr} ({t:?})");
+                    slot.conn = Some(c);
+                    slot.failures = 0;
+                    slot.retry_at = None;
+                }
+                Err(e) => {
+                    slot.failures = slot.failures.saturating_add(1);
+                    let backoff = self
+                        .inner
+                        .reconnect_backoff
+                        .saturating_mul(1 << (slot.failures - 1).min(16))
+                        .min(self.inner.reconnect_backoff_max);
+                    slot.retry_at = Some(Instant::now() + backoff);
+                    log::debug!("connecting to {addr} failed ({e}); next try in {backoff:?}");
+                    return Err(e);
+                }
+            }
+        }
+        let conn = slot.conn.as_mut().ok_or(Error::Closed)?;
+        let result = f(conn);
+        if conn.is_broken() {
+            slot.conn = None;
+        }
+        result
+    }
+
+    /// Fetches metadata for `topics` (all topics for `None`) and updates the cache. Brokers are
+    /// always replaced; topics are merged so that callers interested in different topics do
+    /// not evict each other's entries.
+    pub fn refresh_metadata(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
+        let resp: MetadataResponse = self.send_any(|version| metadata_request(topics, version))?;
+        let fresh = metadata_from(resp);
+        let mut cache = lock(&self.inner.metadata);
+        let mut merged = (**cache).clone();
+        merged.cluster_id = fresh.cluster_id;
+        merged.controller_id = fresh.controller_id;
+        // Coordinators learnt from FindCoordinator may be missing from a partial metadata
+        // answer; keep them unless the broker list now says otherwise.
+        merged.brokers = fresh.brokers;
+        if topics.is_none() {
+            merged.topics = fresh.topics;
+        } else {
+            merged.topics.extend(fresh.topics);
+        }
+        *cache = Arc::new(merged);
+        Ok(cache.clone())
+    }
+
+    /// Forgets a broker's connection (e.g. after `NOT_COORDINATOR`), so the next request
+    /// reconnects.
+    pub fn disconnect(&self, id: i32) {
+        let slot = lock(&self.inner.slots).get(&Target::Broker(id)).cloned();
+        if let Some(slot) = slot {
+            lock(&slot).conn = None;
+        }
+    }
+
+    /// Finds the coordinator of consumer group `group`, retrying while the broker says the
+    /// coordinator is not available or still loading, until `default.api.timeout.ms`.
+    pub fn find_coordinator(&self, group: &str) -> Result<Broker> {
+        let deadline = Instant::now() + self.inner.api_timeout;
+        loop {
+            let resp: Result<FindCoordinatorResponse> = self.send_any(|version| find_coordinator_request(group, version));
+            let outcome = match resp {
+                Ok(r) => coordinator_from(group, r),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(b) => {
+                    self.remember_broker(&b);
+                    return Ok(b);
+                }
+                Err(e) if retry_coordinator(&e) && Instant::now() < deadline => {
+                    log::debug!("group {group}: coordinator lookup: {e}; retrying");
+                    std::thread::sleep(self.inner.retry_backoff.min(deadline.saturating_duration_since(Instant::now())));
+                }
+                Err(e) if retry_coordinator(&e) => {
+                    log::debug!("group {group}: coordinator lookup gave up: {e}");
+                    return Err(Error::Timeout { which: Timeout::Retries, addr: format!("FindCoordinator({group}): {e}") });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn remember_broker(&self, b: &Broker) {
+        let mut cache = lock(&self.inner.metadata);
+        if cache.brokers.get(&b.id) != Some(b) {
+            let mut m = (**cache).clone();
+            m.brokers.insert(b.id, b.clone());
+            *cache = Arc::new(m);
+        }
+    }
+}
+
+fn retry_coordinator(e: &Error) -> bool {
+    match e {
+        Error::Kafka { code, .. } => matches!(
+            code,
+            KafkaCode::CoordinatorNotAvailable | KafkaCode::CoordinatorLoadInProgress | KafkaCode::NotCoordinator
+        ),
+        other => other.breaks_connection() || matches!(other, Error::NoBroker(_)),
+    }
+}
+
+/// A Metadata request for `topics` (all for `None`) at `version`. v0 has no way to say "no
+/// topics" and means "all" with an empty list; from v1 null means all.
+pub(crate) fn metadata_request(topics: Option<&[&str]>, version: i16) -> MetadataRequest {
+    let list = topics.map(|ts| {
+        ts.iter().map(|t| MetadataRequestTopic { name: Some((*t).to_string()), ..Default::default() }).collect()
+    });
+    MetadataRequest {
+        topics: if version == 0 { Some(list.unwrap_or_default()) } else { list },
+        // Auto-creation is a broker policy this client never asks for: topics come from admin
+        // calls. Only v4+ has the field; below it the broker decides.
+        allow_auto_topic_creation: version < 4,
+        ..Default::default()
+    }
+}
+
+fn metadata_from(r: MetadataResponse) -> Metadata {
+    let brokers = r
+        .brokers
+        .into_iter()
+        .map(|b| (b.node_id, Broker { id: b.node_id, host: b.host, port: b.port as u16, rack: b.rack }))
+        .collect();
+    let topics = r
+        .topics
+        .into_iter()
+        .filter_map(|t| {
+            let name = t.name?;
+            let mut partitions: Vec<PartitionMetadata> = t
+                .partitions
+                .into_iter()
+                .map(|p| PartitionMetadata {
+                    partition: p.partition_index,
+                    leader: p.leader_id,
+                    leader_epoch: p.leader_epoch,
+                    replicas: p.replica_nodes,
+                    isr: p.isr_nodes,
+                    error: KafkaCode::from_code(p.error_code),
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.partition);
+            Some((
+                name.clone(),
+                TopicMetadata {
+                    name,
+                    id: t.topic_id,
+                    error: KafkaCode::from_code(t.error_code),
+                    internal: t.is_internal,
+                    partitions,
+                },
+            ))
+        })
+        .collect();
+    Metadata { cluster_id: r.cluster_id, controller_id: r.controller_id, brokers, topics }
+}
+
+/// FindCoordinator for a group: v4+ batches keys (KIP-699), below one key per request.
+pub(crate) fn find_coordinator_request(group: &str, version: i16) -> FindCoordinatorRequest {
+    if version >= 4 {
+        FindCoordinatorRequest { coordinator_keys: vec![group.to_string()], ..Default::default() }
+    } else {
+        FindCoordinatorRequest { key: group.to_string(), ..Default::default() }
+    }
+}
+
+fn coordinator_from(group: &str, r: FindCoordinatorResponse) -> Result<Broker> {
+    let (code, message, id, host, port) = match r.coordinators.into_iter().find(|c| c.key == group) {
+        Some(c) => (c.error_code, c.error_message, c.node_id, c.host, c.port),
+        None => (r.error_code, r.error_message, r.node_id, r.host, r.port),
+    };
+    let code = KafkaCode::from_code(code);
+    if code.is_error() {
+        return Err(Error::Kafka { api: ApiKey::FindCoordinator, code, message });
+    }
+    let port = u16::try_from(port).map_err(|_| Error::NoBroker(format!("coordinator port {port} is invalid")))?;
+    Ok(Broker { id, host, port, rack: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_is_send_sync_and_clone() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<Client>();
+    }
+
+    #[test]
+    fn configuration_is_checked_before_any_network_call() {
+        let e = Client::builder().build().unwrap_err();
+        assert!(matches!(e, Error::Config { property: "bootstrap.servers", .. }), "{e}");
+        let e = Client::builder().bootstrap_servers("localhost").build().unwrap_err();
+        assert!(e.to_string().contains("not host:port"), "{e}");
+        let e = Client::builder().bootstrap_servers("h:0").build().unwrap_err();
+        assert!(e.to_string().contains("1..=65535"), "{e}");
+        let e = Client::builder().bootstrap_servers("h:1").request_timeout(Duration::ZERO).build().unwrap_err();
+        assert!(matches!(e, Error::Config { property: "request.timeout.ms", .. }));
+        let e = Client::builder()
+            .bootstrap_servers("h:1")
+            .reconnect_backoff(Duration::from_secs(2))
+            .build()
+            .unwrap_err();
+        assert!(matches!(e, Error::Config { property: "reconnect.backoff.max.ms", .. }));
+        let e = Client::builder().bootstrap_servers("h:1").max_api_version(ApiKey::Fetch, -1).build().unwrap_err();
+        assert!(matches!(e, Error::Config { property: "max_api_version", .. }));
+        // An unresolvable host is fine at build time: nothing touches the network yet.
+        assert!(Client::builder().bootstrap_servers("no-such-host.invalid:9092, b:9093").build().is_ok());
+    }
+
+    #[test]
+    fn metadata_requests_per_version() {
+        assert_eq!(metadata_request(None, 0).topics, Some(vec![]));
+        assert_eq!(metadata_request(None, 1).topics, None);
+        let r = metadata_request(Some(&["a"]), 12);
+        assert_eq!(r.topics.unwrap()[0].name.as_deref(), Some("a"));
+        assert!(!metadata_request(None, 4).allow_auto_topic_creation);
+        // Every version encodes: no field is set that the version lacks.
+        for v in 0..=ApiKey::Metadata.versions().max {
+            use crate::protocol::Message;
+            metadata_request(Some(&["a"]), v).to_bytes(v).unwrap();
+            find_coordinator_request("g", v.min(ApiKey::FindCoordinator.versions().max))
+                .to_bytes(v.min(ApiKey::FindCoordinator.versions().max))
+                .unwrap();
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The one error type of the crate.
+//!
+//! Each variant says which thing failed in terms a caller can act on: which timeout fired,
+//! which API a broker error came from, which versions did not overlap. Display texts are
+//! written for an operator reading a log.
+
+use crate::protocol::{ApiKey, DecodeError, EncodeError, VersionRange};
+use crate::KafkaCode;
+use std::fmt;
+use std::io;
+
+/// Which timeout fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Timeout {
+    /// TCP connect (`socket.connection.setup.timeout.ms`).
+    Connect,
+    /// Waiting for a response (`request.timeout.ms`, or the rebalance timeout for JoinGroup).
+    Response,
+    /// Writing a request.
+    Write,
+    /// An operation that retried until its deadline (e.g. finding a coordinator).
+    Retries,
+}
+
+/// A broker API that is too old for a capability, as found in one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingApi {
+    /// The API.
+    pub api: ApiKey,
+    /// The lowest version the capability needs.
+    pub needed: i16,
+    /// What the broker advertises, `None` if it does not have the API at all.
+    pub broker: Option<VersionRange>,
+}
+
+/// A frame or response that breaks the protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProtocolViolation {
+    /// A response carried another request's correlation id.
+    CorrelationMismatch {
+        /// The id sent.
+        expected: i32,
+        /// The id received.
+        received: i32,
+    },
+    /// A frame's size prefix is negative or above `max.response.size`.
+    FrameSize {
+        /// The size the peer announced.
+        size: i64,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// ApiVersions could not be agreed on (the broker kept rejecting lower versions).
+    Handshake(String),
+}
+
+/// Everything that can go wrong in the client.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Invalid configuration, found before any network call.
+    Config {
+        /// The Kafka property (or setter) concerned, e.g. `group.instance.id`.
+        property: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A socket operation failed.
+    Io {
+        /// The broker address.
+        addr: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A timeout fired.
+    Timeout {
+        /// Which one.
+        which: Timeout,
+        /// The broker address, or the operation.
+        addr: String,
+    },
+    /// The broker answered with an error code.
+    Kafka {
+        /// The API the error came from.
+        api: ApiKey,
+        /// The error code.
+        code: KafkaCode,
+        /// The broker's error message, when it sent one.
+        message: Option<String>,
+    },
+    /// No version of an API is supported by both the client and the broker.
+    UnsupportedVersion {
+        /// The API.
+        api: ApiKey,
+        /// The versions this client implements (after any configured cap).
+        ours: VersionRange,
+        /// What the broker advertises, `None` if it lacks the API.
+        broker: Option<VersionRange>,
+    },
+    /// The broker is too old for a capability the configuration asks for.
+    MissingCapability {
+        /// What was asked for, e.g. `static membership (group.instance.id)`.
+        capability: &'static str,
+        /// Every API that is too old.
+        missing: Vec<MissingApi>,
+        /// The oldest Kafka release that has the capability.
+        since_release: Option<&'static str>,
+        /// The release the broker's versions match best.
+        broker_release: Option<&'static str>,
+    },
+    /// A request could not be encoded.
+    Encode {
+        /// The API.
+        api: ApiKey,
+        /// Why.
+        source: EncodeError,
+    },
+    /// A response could not be decoded.
+    Decode {
+        /// The API.
+        api: ApiKey,
+        /// Why.
+        source: DecodeError,
+    },
+    /// The peer broke the protocol; the connection was closed.
+    Protocol {
+        /// The broker address.
+        addr: String,
+        /// What happened.
+        violation: ProtocolViolation,
+    },
+    /// No broker could be reached or none is known for what was asked.
+    NoBroker(String),
+    /// The connection or client was closed.
+    Closed,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config { property, problem } => write!(f, "invalid configuration `{property}`: {problem}"),
+            Error::Io { addr, source } => write!(f, "I/O error talking to {addr}: {source}"),
+            Error::Timeout { which, addr } => {
+                let what = match which {
+                    Timeout::Connect => "connect timeout",
+                    Timeout::Response => "timed out waiting for a response",
+                    Timeout::Write => "timed out writing a request",
+                    Timeout::Retries => "retries ran out of time",
+                };
+                write!(f, "{what} ({addr})")
+            }
+            Error::Kafka { api, code, message } => {
+                write!(f, "{} failed: {code}", api.name())?;
+                if let Some(m) = message.as_deref().filter(|m| !m.is_empty()) {
+                    write!(f, ": {m}")?;
+                }
+                Ok(())
+            }
+            Error::UnsupportedVersion { api, ours, broker } => match broker {
+                Some(b) => write!(
+                    f,
+                    "{} (API key {}): no common version; client supports {ours}, broker supports {b}",
+                    api.name(),
+                    api.key()
+                ),
+                None => write!(f, "{} (API key {}): the broker does not support this API", api.name(), api.key()),
+            },
+            Error::MissingCapability { capability, missing, since_release, broker_release } => {
+                write!(f, "{capability} is not supported by this broker")?;
+                if let Some(r) = broker_release {
+                    write!(f, " (its API versions match Kafka {r})")?;
+                }
+                f.write_str(": ")?;
+                for (i, m) in missing.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    match m.broker {
+                        Some(b) => write!(f, "{} needs v{}+ but the broker supports {b}", m.api.name(), m.needed)?,
+                        None => write!(f, "{} needs v{}+ but the broker lacks it", m.api.name(), m.needed)?,
+                    }
+                }
+                if let Some(r) = since_release {
+                    write!(f, "; it needs Kafka {} or newer", r.split_once('-').map_or(*r, |(_, v)| v))?;
+                }
+                Ok(())
+            }
+            Error::Encode { api, source } => write!(f, "cannot encode {} request: {source}", api.name()),
+            Error::Decode { api, source } => write!(f, "cannot decode {} response: {source}", api.name()),
+            Error::Protocol { addr, violation } => match violation {
+                ProtocolViolation::CorrelationMismatch { expected, received } => write!(
+                    f,
+                    "{addr}: response correlation id {received} does not match request {expected}; connection closed"
+                ),
+                ProtocolViolation::FrameSize { size, max } => write!(
+                    f,
+                    "{addr}: response size {size} is outside 0..={max} (is this a Kafka PLAINTEXT listener?); connection closed"
+                ),
+                ProtocolViolation::Handshake(m) => write!(f, "{addr}: ApiVersions handshake failed: {m}"),
+            },
+            Error::NoBroker(m) => write!(f, "no broker available: {m}"),
+            Error::Closed => f.write_str("closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Encode { source, .. } => Some(source),
+            Error::Decode { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl Error {
+    /// The Kafka error code, for broker errors.
+    pub fn kafka_code(&self) -> Option<KafkaCode> {
+        match self {
+            Error::Kafka { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Whether the connection that produced this error can no longer be used.
+    pub fn breaks_connection(&self) -> bool {
+        matches!(self, Error::Io { .. } | Error::Timeout { .. } | Error::Protocol { .. } | Error::Decode { .. } | Error::Closed)
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,328 @@
+//! One TCP connection to one broker: framing, correlation ids, timeouts, and the ApiVersions
+//! handshake that decides which version of each API this connection speaks.
+//!
+//! One request is in flight at a time; callers that need concurrency hold several
+//! connections. Any I/O, timeout or protocol error leaves the connection unusable (the next
+//! call returns [`Error::Closed`]) because the byte stream can no longer be trusted to be at a
+//! frame boundary.
+
+use crate::error::{Error, ProtocolViolation, Result, Timeout};
+use crate::net::versions::{self, BrokerVersions, Capability, Handshake};
+use crate::protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
+use crate::protocol::{ApiKey, Decoder, Message, Request, VersionRange};
+use crate::KafkaCode;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// Settings every connection of a client shares.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// `client.id`, sent in every request header.
+    pub client_id: Option<String>,
+    /// `socket.connection.setup.timeout.ms`: per address tried.
+    pub connect_timeout: Duration,
+    /// `request.timeout.ms`: how long to wait for each response.
+    pub request_timeout: Duration,
+    /// Largest response frame accepted, in bytes.
+    pub max_response_size: usize,
+    /// Highest version to use per API key, for pinning.
+    pub version_caps: BTreeMap<i16, i16>,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            client_id: Some("kafka-group".into()),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_response_size: 100 * 1024 * 1024,
+            version_caps: BTreeMap::new(),
+        }
+    }
+}
+
+/// The software name and version sent in ApiVersions v3+ (KIP-511); brokers expose them in
+/// metrics, so operators can see which clients talk to them.
+const SOFTWARE_NAME: &str = "kafka-group";
+const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A connected, version-negotiated broker connection.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    addr: String,
+    peer: SocketAddr,
+    next_correlation_id: i32,
+    versions: BrokerVersions,
+    config: ConnectionConfig,
+    broken: bool,
+    write_buf: Vec<u8>,
+}
+
+impl Connection {
+    /// Connects to `addr` (`host:port`), trying each resolved address in turn, then runs the
+    /// ApiVersions handshake.
+    pub fn connect(addr: &str, config: &ConnectionConfig) -> Result<Connection> {
+        let resolved: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|source| Error::Io { addr: addr.to_string(), source })?
+            .collect();
+        let mut last = Error::NoBroker(format!("{addr} resolved to no address"));
+        for peer in resolved {
+            match TcpStream::connect_timeout(&peer, config.connect_timeout) {
+                Ok(stream) => {
+                    let mut conn = Connection::from_stream(stream, addr, peer, config)?;
+                    conn.handshake()?;
+                    return Ok(conn);
+                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
+                    last = Error::Timeout { which: Timeout::Connect, addr: format!("{addr} ({peer})") }
+                }
+                Err(source) => last = Error::Io { addr: format!("{addr} ({peer})"), source },
+            }
+        }
+        Err(last)
+    }
+
+    fn from_stream(stream: TcpStream, addr: &str, peer: SocketAddr, config: &ConnectionConfig) -> Result<Self> {
+        let io_err = |source| Error::Io { addr: addr.to_string(), source };
+        // Requests are small and latency-bound (heartbeats); Nagle would hold them back.
+        stream.set_nodelay(true).map_err(io_err)?;
+        stream.set_write_timeout(Some(config.request_timeout)).map_err(io_err)?;
+        Ok(Connection {
+            stream,
+            addr: addr.to_string(),
+            peer,
+            next_correlation_id: 0,
+            versions: BrokerVersions::new(),
+            config: config.clone(),
+            broken: false,
+            write_buf: Vec::with_capacity(256),
+        })
+    }
+
+    /// The address this connection was opened with (`host:port`).
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The socket address actually connected to.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The broker's ApiVersions table.
+    pub fn broker_versions(&self) -> &BrokerVersions {
+        &self.versions
+    }
+
+    /// Whether an earlier error made the connection unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// The version this connection uses for `api`.
+    pub fn version(&self, api: ApiKey) -> Result<i16> {
+        versions::pick(api, &self.versions, self.config.version_caps.get(&api.key()).copied())
+    }
+
+    /// Checks that the broker supports a capability (e.g. static membership).
+    pub fn check(&self, cap: &Capability) -> Result<()> {
+        versions::check(cap, &self.versions)
+    }
+
+    /// Sends `req` at the negotiated version and waits for its response.
+    pub fn send<R: Request>(&mut self, req: &R) -> Result<R::Response> {
+        let version = self.version(R::API_KEY)?;
+        self.send_at(req, version, None)
+    }
+
+    /// Sends `req` at `version`, waiting up to `timeout` (default `request.timeout.ms`).
+    pub fn send_at<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<R::Response> {
+        let api = R::API_KEY;
+        log::debug!("{} -> {} v{version}", self.addr, api.name());
+        let mut d = self.exchange::<R>(req, version, timeout)?;
+        let resp = <R::Response as Message>::decode(&mut d, version).map_err(|source| {
+            self.broken = true;
+            Error::Decode { api, source }
+        })?;
+        Ok(resp)
+    }
+
+    /// Writes one request frame and reads its response, returning a decoder positioned at the
+    /// response body.
+    fn exchange<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<Decoder> {
+        if self.broken {
+            return Err(Error::Closed);
+        }
+        let api = R::API_KEY;
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let header = RequestHeader {
+            request_api_key: api.key(),
+            request_api_version: version,
+            correlation_id,
+            client_id: self.config.client_id.clone(),
+            ..Default::default()
+        };
+        let mut buf = std::mem::take(&mut self.write_buf);
+        buf.clear();
+        buf.extend_from_slice(&[0; 4]);
+        let encoded = header
+            .encode(R::header_version(version), &mut buf)
+            .and_then(|()| req.encode(version, &mut buf))
+            .map_err(|source| Error::Encode { api, source });
+        if let Err(e) = encoded {
+            self.write_buf = buf;
+            return Err(e);
+        }
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let written = self.stream.write_all(&buf);
+        self.write_buf = buf;
+        if let Err(e) = written {
+            return Err(self.fail_io(e, Timeout::Write));
+        }
+        let frame = self.read_frame(timeout.unwrap_or(self.config.request_timeout))?;
+        let mut d = Decoder::new(frame);
+        let header = ResponseHeader::decode(&mut d, R::response_header_version(version)).map_err(|source| {
+            self.broken = true;
+            Error::Decode { api, source }
+        })?;
+        if header.correlation_id != correlation_id {
+            self.broken = true;
+            return Err(Error::Protocol {
+                addr: self.addr.clone(),
+                violation: ProtocolViolation::CorrelationMismatch {
+                    expected: correlation_id,
+                    received: header.correlation_id,
+                },
+            });
+        }
+        Ok(d)
+    }
+
+    fn fail_io(&mut self, e: io::Error, which: Timeout) -> Error {
+        self.broken = true;
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout { which, addr: self.addr.clone() },
+            _ => Error::Io { addr: self.addr.clone(), source: e },
+        }
+    }
+
+    fn read_frame(&mut self, timeout: Duration) -> Result<Bytes> {
+        let deadline = Instant::now() + timeout;
+        let mut size = [0u8; 4];
+        self.read_exact_until(&mut size, deadline)?;
+        let size = i32::from_be_bytes(size) as i64;
+        // A correlation id needs at least 4 bytes; anything outside the bounds is garbage such
+        // as a TLS alert read as a length, and must not size an allocation.
+        if size < 4 || size as u64 > self.config.max_response_size as u64 {
+            self.broken = true;
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            return Err(Error::Protocol {
+                addr: self.addr.clone(),
+                violation: ProtocolViolation::FrameSize { size, max: self.config.max_response_size },
+            });
+        }
+        let size = size as usize;
+        // Grow with the bytes that actually arrive rather than trusting the prefix up front:
+        // a peer that announces 99 MiB and stalls holds only what it sent.
+        let mut frame = Vec::with_capacity(size.min(64 * 1024));
+        while frame.len() < size {
+            let want = (size - frame.len()).min(1 << 20);
+            let start = frame.len();
+            frame.resize(start + want, 0);
+            match self.read_some(&mut frame[start..], deadline) {
+                Ok(n) => frame.truncate(start + n),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Bytes::from(frame))
+    }
+
+    fn read_exact_until(&mut self, mut buf: &mut [u8], deadline: Instant) -> Result<()> {
+        while !buf.is_empty() {
+            let n = self.read_some(buf, deadline)?;
+            buf = &mut buf[n..];
+        }
+        Ok(())
+    }
+
+    /// Reads at least one byte before `deadline`.
+    fn read_some(&mut self, buf: &mut [u8], deadline: Instant) -> Result<usize> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.fail_io(io::ErrorKind::TimedOut.into(), Timeout::Response));
+            }
+            if let Err(e) = self.stream.set_read_timeout(Some(left)) {
+                return Err(self.fail_io(e, Timeout::Response));
+            }
+            match self.stream.read(buf) {
+                Ok(0) => {
+                    let e = io::Error::new(io::ErrorKind::UnexpectedEof, "broker closed the connection");
+                    return Err(self.fail_io(e, Timeout::Response));
+                }
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.fail_io(e, Timeout::Response)),
+            }
+        }
+    }
+
+    /// ApiVersions, starting at the highest version we have and stepping down per KIP-511.
+    fn handshake(&mut self) -> Result<()> {
+        let cap = self.config.version_caps.get(&ApiKey::ApiVersions.key()).copied();
+        let mut version = ApiKey::ApiVersions.versions().max.min(cap.unwrap_or(i16::MAX));
+        loop {
+            let req = ApiVersionsRequest {
+                client_software_name: SOFTWARE_NAME.into(),
+                client_software_version: SOFTWARE_VERSION.into(),
+                ..Default::default()
+            };
+            let mut d = self.exchange(&req, version, None)?;
+            // Every version starts with the error code; on UNSUPPORTED_VERSION the body is in
+            // the v0 shape whatever version we sent.
+            let mut peek = d.clone();
+            let code = KafkaCode::from_code(peek.get_i16().map_err(|source| {
+                self.broken = true;
+                Error::Decode { api: ApiKey::ApiVersions, source }
+            })?);
+            let body_version = if code == KafkaCode::UnsupportedVersion { 0 } else { version };
+            let resp = ApiVersionsResponse::decode(&mut d, body_version).map_err(|source| {
+                self.broken = true;
+                Error::Decode { api: ApiKey::ApiVersions, source }
+            })?;
+            let table: BrokerVersions = resp
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, VersionRange::new(k.min_version, k.max_version)))
+                .collect();
+            match versions::after_attempt(version, code, table) {
+                Ok(Handshake::Done(table)) => {
+                    log::debug!("{}: ApiVersions v{version} handshake done, {} APIs", self.addr, table.len());
+                    self.versions = table;
+                    for api in ApiKey::ALL {
+                        if let Ok(v) = self.version(*api) {
+                            log::debug!("{}: using {} v{v}", self.addr, api.name());
+                        }
+                    }
+                    return Ok(());
+                }
+                Ok(Handshake::Retry(lower)) => {
+                    log::debug!("{}: broker rejected ApiVersions v{version}, retrying with v{lower}", self.addr);
+                    version = lower;
+                }
+                Err(m) => {
+                    self.broken = true;
+                    return Err(Error::Protocol { addr: self.addr.clone(), violation: ProtocolViolation::Handshake(m) });
+                }
+            }
+        }
+    }
+}

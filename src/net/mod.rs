@@ -1,0 +1,8 @@
+//! Talking to brokers: connections, version negotiation, the per-release version table.
+
+pub mod connection;
+pub mod releases;
+pub mod versions;
+
+pub use connection::{Connection, ConnectionConfig};
+pub use versions::{BrokerVersions, Capability, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};

@@ -1,0 +1,161 @@
+//! Version negotiation, as pure functions over ApiVersions tables.
+//!
+//! Kept apart from sockets so that every rule — the per-request pick, the KIP-511 downgrade,
+//! capability checks across several APIs — is unit-tested without a broker.
+
+use crate::error::{Error, MissingApi};
+use crate::net::releases;
+use crate::protocol::{ApiKey, VersionRange};
+use crate::KafkaCode;
+use std::collections::BTreeMap;
+
+/// API key → the version range a broker advertises.
+pub type BrokerVersions = BTreeMap<i16, VersionRange>;
+
+/// The version to use for `api`: the highest one both sides support, below an optional cap.
+pub fn pick(api: ApiKey, broker: &BrokerVersions, cap: Option<i16>) -> Result<i16, Error> {
+    let mut ours = api.versions();
+    if let Some(cap) = cap {
+        ours.max = ours.max.min(cap);
+    }
+    let theirs = broker.get(&api.key()).copied();
+    match theirs.map(|b| b.intersect(&ours)) {
+        Some(common) if !common.is_empty() => Ok(common.max),
+        _ => Err(Error::UnsupportedVersion { api, ours, broker: theirs }),
+    }
+}
+
+/// A feature that needs minimum versions of several APIs at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capability {
+    /// How errors name it.
+    pub name: &'static str,
+    /// `(api, lowest version)` pairs it needs.
+    pub needs: &'static [(ApiKey, i16)],
+}
+
+/// KIP-345 static membership: `group.instance.id` on every group request.
+pub const STATIC_MEMBERSHIP: Capability = Capability {
+    name: "static membership (group.instance.id)",
+    needs: &[(ApiKey::JoinGroup, 5), (ApiKey::SyncGroup, 3), (ApiKey::Heartbeat, 3), (ApiKey::OffsetCommit, 7)],
+};
+
+/// KIP-345 batch LeaveGroup: removing static members by `group.instance.id`.
+pub const REMOVE_MEMBERS_BY_INSTANCE_ID: Capability = Capability {
+    name: "removing members by group.instance.id (LeaveGroup v3)",
+    needs: &[(ApiKey::LeaveGroup, 3)],
+};
+
+/// Checks that the broker has every API version `cap` needs; one error lists all that are
+/// missing, the oldest Kafka release that has them, and the release the broker looks like.
+pub fn check(cap: &Capability, broker: &BrokerVersions) -> Result<(), Error> {
+    let missing: Vec<MissingApi> = cap
+        .needs
+        .iter()
+        .filter_map(|&(api, needed)| {
+            let b = broker.get(&api.key()).copied();
+            match b {
+                Some(r) if r.max >= needed => None,
+                _ => Some(MissingApi { api, needed, broker: b }),
+            }
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let reqs: Vec<(i16, i16)> = cap.needs.iter().map(|(a, v)| (a.key(), *v)).collect();
+    Err(Error::MissingCapability {
+        capability: cap.name,
+        missing,
+        since_release: releases::oldest_with(&reqs).map(|r| r.name),
+        broker_release: releases::newest_matching(broker).map(|r| r.name),
+    })
+}
+
+/// What to do after one ApiVersions attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handshake {
+    /// The broker answered; this is its table.
+    Done(BrokerVersions),
+    /// The broker rejected the version; try this strictly lower one.
+    Retry(i16),
+}
+
+/// The KIP-511 rule. A broker that does not know the ApiVersions version we sent answers
+/// `UNSUPPORTED_VERSION` in the v0 shape, listing (from 2.4 on) the ApiVersions range it does
+/// support. We move only to a strictly lower version — the advertised max, or v0 when nothing
+/// is advertised — so a broker that keeps rejecting cannot make us loop.
+pub fn after_attempt(sent: i16, code: KafkaCode, advertised: BrokerVersions) -> Result<Handshake, String> {
+    match code {
+        KafkaCode::None => Ok(Handshake::Done(advertised)),
+        KafkaCode::UnsupportedVersion => {
+            let next = match advertised.get(&ApiKey::ApiVersions.key()) {
+                Some(r) => r.max.min(ApiKey::ApiVersions.versions().max),
+                None => 0,
+            };
+            if next < sent && next >= 0 {
+                Ok(Handshake::Retry(next))
+            } else {
+                Err(format!("broker rejected ApiVersions v{sent} and offers no lower version"))
+            }
+        }
+        other => Err(format!("broker answered ApiVersions v{sent} with {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(rows: &[(i16, i16, i16)]) -> BrokerVersions {
+        rows.iter().map(|&(k, a, b)| (k, VersionRange::new(a, b))).collect()
+    }
+
+    #[test]
+    fn picks_the_highest_common_version() {
+        let b = table(&[(11, 0, 4), (12, 0, 99)]);
+        assert_eq!(pick(ApiKey::JoinGroup, &b, None).unwrap(), 4);
+        assert_eq!(pick(ApiKey::Heartbeat, &b, None).unwrap(), ApiKey::Heartbeat.versions().max);
+        assert_eq!(pick(ApiKey::Heartbeat, &b, Some(2)).unwrap(), 2);
+    }
+
+    #[test]
+    fn no_overlap_is_an_error_naming_both_ranges() {
+        let b = table(&[(11, 20, 30)]);
+        let e = pick(ApiKey::JoinGroup, &b, None).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedVersion { api: ApiKey::JoinGroup, broker: Some(_), .. }));
+        assert!(e.to_string().contains("broker supports 20..=30"), "{e}");
+        let e = pick(ApiKey::Heartbeat, &b, None).unwrap_err();
+        assert!(e.to_string().contains("does not support this API"), "{e}");
+    }
+
+    #[test]
+    fn static_membership_on_2_2_is_one_clear_error() {
+        let b = releases::by_name("zk-2.2").unwrap().apis.clone();
+        let e = check(&STATIC_MEMBERSHIP, &b).unwrap_err();
+        let Error::MissingCapability { missing, since_release, broker_release, .. } = &e else { panic!("{e}") };
+        assert_eq!(missing.len(), 4);
+        assert_eq!(*since_release, Some("zk-2.3"));
+        assert_eq!(*broker_release, Some("zk-2.2"));
+        let text = e.to_string();
+        for part in ["JoinGroup needs v5+", "broker supports 0..=4", "SyncGroup needs v3+", "Kafka 2.3 or newer"] {
+            assert!(text.contains(part), "{text}");
+        }
+        let ok = releases::by_name("zk-2.3").unwrap().apis.clone();
+        assert!(check(&STATIC_MEMBERSHIP, &ok).is_ok());
+        assert!(check(&REMOVE_MEMBERS_BY_INSTANCE_ID, &ok).is_err());
+    }
+
+    #[test]
+    fn kip_511_downgrade_only_moves_down() {
+        let adv = table(&[(18, 0, 2)]);
+        assert_eq!(after_attempt(3, KafkaCode::UnsupportedVersion, adv.clone()), Ok(Handshake::Retry(2)));
+        assert_eq!(after_attempt(3, KafkaCode::UnsupportedVersion, BrokerVersions::new()), Ok(Handshake::Retry(0)));
+        // A broker that rejects v2 while advertising v2, or rejects v0, ends the handshake.
+        assert!(after_attempt(2, KafkaCode::UnsupportedVersion, adv).is_err());
+        assert!(after_attempt(0, KafkaCode::UnsupportedVersion, BrokerVersions::new()).is_err());
+        let ok = table(&[(18, 0, 3), (11, 0, 9)]);
+        assert_eq!(after_attempt(3, KafkaCode::None, ok.clone()), Ok(Handshake::Done(ok)));
+        assert!(after_attempt(3, KafkaCode::InvalidRequest, BrokerVersions::new()).is_err());
+    }
+}
