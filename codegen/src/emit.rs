@@ -578,7 +578,7 @@ fn sample_value(t: &Type) -> String {
         Type::String => "g.string()".into(),
         Type::Bytes | Type::Records => "g.bytes()".into(),
         Type::Struct(n) => format!("<{n} as Sample>::sample(g, version)"),
-        Type::Array(e) => format!("(0..g.len()).map(|_| {}).collect()", sample_value(e)),
+        Type::Array(e) => format!("(0..g.array_len()).map(|_| {}).collect()", sample_value(e)),
     }
 }
 

@@ -265,4 +265,9 @@ pub trait Sample {
 pub use sample::SampleGen;
 
 #[cfg(test)]
+mod diff_tests;
+#[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
+#[cfg(test)]
 mod tests;

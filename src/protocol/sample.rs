@@ -56,7 +56,7 @@ impl SampleGen {
     }
 
     /// A random array length.
-    pub fn len(&mut self) -> usize {
+    pub fn array_len(&mut self) -> usize {
         (self.next_u64() % (self.max_len as u64 + 1)) as usize
     }
 

@@ -107,3 +107,66 @@ fn group_instance_id_on_join_group_v4_is_an_error() {
     };
     assert!(join.to_bytes(0).is_ok());
 }
+
+/// The same round trip with proptest choosing the seed and array sizes, so a failure shrinks to
+/// the smallest seed and length that still breaks and proptest records it for the next run.
+mod seeded_by_proptest {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trips<M: Message + Sample + PartialEq + std::fmt::Debug>(
+        seed: u64,
+        max_len: usize,
+    ) -> Result<(), TestCaseError> {
+        for version in M::VERSIONS.min..=M::VERSIONS.max {
+            let mut g = SampleGen::new(seed);
+            g.max_len = max_len;
+            let v = M::sample(&mut g, version);
+            let bytes = v
+                .to_bytes(version)
+                .map_err(|e| TestCaseError::fail(format!("{} v{version}: {e}", M::NAME)))?;
+            let back = M::from_bytes(bytes.clone(), version)
+                .map_err(|e| TestCaseError::fail(format!("{} v{version}: {e}", M::NAME)))?;
+            prop_assert_eq!(&back, &v, "{} v{}", M::NAME, version);
+            let again = back
+                .to_bytes(version)
+                .map_err(|e| TestCaseError::fail(format!("{} v{version} re-encode: {e}", M::NAME)))?;
+            prop_assert_eq!(again, bytes, "{} v{} re-encoding", M::NAME, version);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn group_messages_round_trip_for_any_seed(seed in any::<u64>(), max_len in 0usize..5) {
+            round_trips::<RequestHeader>(seed, max_len)?;
+            round_trips::<ResponseHeader>(seed, max_len)?;
+            round_trips::<ApiVersionsResponse>(seed, max_len)?;
+            round_trips::<FindCoordinatorResponse>(seed, max_len)?;
+            round_trips::<JoinGroupRequest>(seed, max_len)?;
+            round_trips::<JoinGroupResponse>(seed, max_len)?;
+            round_trips::<SyncGroupRequest>(seed, max_len)?;
+            round_trips::<SyncGroupResponse>(seed, max_len)?;
+            round_trips::<HeartbeatRequest>(seed, max_len)?;
+            round_trips::<LeaveGroupRequest>(seed, max_len)?;
+            round_trips::<LeaveGroupResponse>(seed, max_len)?;
+            round_trips::<OffsetCommitRequest>(seed, max_len)?;
+            round_trips::<OffsetFetchResponse>(seed, max_len)?;
+            round_trips::<ConsumerGroupHeartbeatRequest>(seed, max_len)?;
+            round_trips::<ConsumerGroupHeartbeatResponse>(seed, max_len)?;
+            round_trips::<ConsumerProtocolSubscription>(seed, max_len)?;
+            round_trips::<ConsumerProtocolAssignment>(seed, max_len)?;
+        }
+
+        #[test]
+        fn data_path_messages_round_trip_for_any_seed(seed in any::<u64>(), max_len in 0usize..4) {
+            round_trips::<MetadataResponse>(seed, max_len)?;
+            round_trips::<ListOffsetsResponse>(seed, max_len)?;
+            round_trips::<FetchRequest>(seed, max_len)?;
+            round_trips::<FetchResponse>(seed, max_len)?;
+            round_trips::<ProduceRequest>(seed, max_len)?;
+        }
+    }
+}
