@@ -7,10 +7,10 @@
 
 use crate::error::{Error, Result, Timeout};
 use crate::net::{BrokerVersions, Connection, ConnectionConfig};
+use crate::protocol::messages::metadata_request::MetadataRequestTopic;
 use crate::protocol::messages::{
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
 };
-use crate::protocol::messages::metadata_request::MetadataRequestTopic;
 use crate::protocol::{ApiKey, Request, Uuid};
 use crate::KafkaCode;
 use std::collections::{BTreeMap, HashMap};
@@ -175,7 +175,10 @@ impl ClientBuilder {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
         let positive = |property: &'static str, d: Duration| {
             if d.is_zero() {
-                Err(Error::Config { property, problem: "must be greater than zero".into() })
+                Err(Error::Config {
+                    property,
+                    problem: "must be greater than zero".into(),
+                })
             } else {
                 Ok(())
             }
@@ -190,7 +193,10 @@ impl ClientBuilder {
             });
         }
         if self.conn.max_response_size < 1024 {
-            return Err(Error::Config { property: "max_response_size", problem: "must be at least 1024 bytes".into() });
+            return Err(Error::Config {
+                property: "max_response_size",
+                problem: "must be at least 1024 bytes".into(),
+            });
         }
         for (&key, &cap) in &self.conn.version_caps {
             let api = ApiKey::from_key(key).ok_or(Error::Config {
@@ -200,7 +206,11 @@ impl ClientBuilder {
             if cap < api.versions().min {
                 return Err(Error::Config {
                     property: "max_api_version",
-                    problem: format!("{} v{cap} is below the lowest version the client has ({})", api.name(), api.versions()),
+                    problem: format!(
+                        "{} v{cap} is below the lowest version the client has ({})",
+                        api.name(),
+                        api.versions()
+                    ),
                 });
             }
         }
@@ -220,13 +230,23 @@ impl ClientBuilder {
 }
 
 fn parse_bootstrap(s: &str) -> Result<Vec<String>> {
-    let err = |problem: String| Error::Config { property: "bootstrap.servers", problem };
-    let list: Vec<String> = s.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect();
+    let err = |problem: String| Error::Config {
+        property: "bootstrap.servers",
+        problem,
+    };
+    let list: Vec<String> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(String::from)
+        .collect();
     if list.is_empty() {
         return Err(err("no broker address given".into()));
     }
     for a in &list {
-        let (host, port) = a.rsplit_once(':').ok_or_else(|| err(format!("{a:?} is not host:port")))?;
+        let (host, port) = a
+            .rsplit_once(':')
+            .ok_or_else(|| err(format!("{a:?} is not host:port")))?;
         if host.is_empty() || port.parse::<u16>().ok().filter(|p| *p > 0).is_none() {
             return Err(err(format!("{a:?} is not host:port with a port in 1..=65535")));
         }
@@ -311,7 +331,12 @@ impl Client {
     /// Sends a request to any reachable broker (known brokers first, then bootstrap
     /// addresses), moving on to the next one when a broker cannot be reached.
     pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
-        let mut targets: Vec<Target> = self.cached_metadata().brokers.keys().map(|id| Target::Broker(*id)).collect();
+        let mut targets: Vec<Target> = self
+            .cached_metadata()
+            .brokers
+            .keys()
+            .map(|id| Target::Broker(*id))
+            .collect();
         targets.extend((0..self.inner.bootstrap.len()).map(Target::Bootstrap));
         let mut last = Error::NoBroker("no bootstrap address".into());
         for t in targets {
@@ -334,7 +359,12 @@ impl Client {
 
     /// The ApiVersions table of whichever broker answers first.
     pub fn any_broker_versions(&self) -> Result<BrokerVersions> {
-        let mut targets: Vec<Target> = self.cached_metadata().brokers.keys().map(|id| Target::Broker(*id)).collect();
+        let mut targets: Vec<Target> = self
+            .cached_metadata()
+            .brokers
+            .keys()
+            .map(|id| Target::Broker(*id))
+            .collect();
         targets.extend((0..self.inner.bootstrap.len()).map(Target::Bootstrap));
         let mut last = Error::NoBroker("no bootstrap address".into());
         for t in targets {
@@ -443,7 +473,8 @@ impl Client {
     pub fn find_coordinator(&self, group: &str) -> Result<Broker> {
         let deadline = Instant::now() + self.inner.api_timeout;
         loop {
-            let resp: Result<FindCoordinatorResponse> = self.send_any(|version| find_coordinator_request(group, version));
+            let resp: Result<FindCoordinatorResponse> =
+                self.send_any(|version| find_coordinator_request(group, version));
             let outcome = match resp {
                 Ok(r) => coordinator_from(group, r),
                 Err(e) => Err(e),
@@ -455,15 +486,32 @@ impl Client {
                 }
                 Err(e) if retry_coordinator(&e) && Instant::now() < deadline => {
                     log::debug!("group {group}: coordinator lookup: {e}; retrying");
-                    std::thread::sleep(self.inner.retry_backoff.min(deadline.saturating_duration_since(Instant::now())));
+                    std::thread::sleep(
+                        self.inner
+                            .retry_backoff
+                            .min(deadline.saturating_duration_since(Instant::now())),
+                    );
                 }
                 Err(e) if retry_coordinator(&e) => {
                     log::debug!("group {group}: coordinator lookup gave up: {e}");
-                    return Err(Error::Timeout { which: Timeout::Retries, addr: format!("FindCoordinator({group}): {e}") });
+                    return Err(Error::Timeout {
+                        which: Timeout::Retries,
+                        addr: format!("FindCoordinator({group}): {e}"),
+                    });
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// One FindCoordinator attempt, without retries (for callers with their own loop, such as
+    /// a heartbeat thread that must keep listening to its commands).
+    pub fn lookup_coordinator(&self, group: &str) -> Result<Broker> {
+        let resp: FindCoordinatorResponse =
+            self.send_any(|version| find_coordinator_request(group, version))?;
+        let b = coordinator_from(group, resp)?;
+        self.remember_broker(&b);
+        Ok(b)
     }
 
     fn remember_broker(&self, b: &Broker) {
@@ -480,7 +528,9 @@ fn retry_coordinator(e: &Error) -> bool {
     match e {
         Error::Kafka { code, .. } => matches!(
             code,
-            KafkaCode::CoordinatorNotAvailable | KafkaCode::CoordinatorLoadInProgress | KafkaCode::NotCoordinator
+            KafkaCode::CoordinatorNotAvailable
+                | KafkaCode::CoordinatorLoadInProgress
+                | KafkaCode::NotCoordinator
         ),
         other => other.breaks_connection() || matches!(other, Error::NoBroker(_)),
     }
@@ -490,10 +540,19 @@ fn retry_coordinator(e: &Error) -> bool {
 /// topics" and means "all" with an empty list; from v1 null means all.
 pub(crate) fn metadata_request(topics: Option<&[&str]>, version: i16) -> MetadataRequest {
     let list = topics.map(|ts| {
-        ts.iter().map(|t| MetadataRequestTopic { name: Some((*t).to_string()), ..Default::default() }).collect()
+        ts.iter()
+            .map(|t| MetadataRequestTopic {
+                name: Some((*t).to_string()),
+                ..Default::default()
+            })
+            .collect()
     });
     MetadataRequest {
-        topics: if version == 0 { Some(list.unwrap_or_default()) } else { list },
+        topics: if version == 0 {
+            Some(list.unwrap_or_default())
+        } else {
+            list
+        },
         // Auto-creation is a broker policy this client never asks for: topics come from admin
         // calls. Only v4+ has the field; below it the broker decides.
         allow_auto_topic_creation: version < 4,
@@ -505,7 +564,17 @@ fn metadata_from(r: MetadataResponse) -> Metadata {
     let brokers = r
         .brokers
         .into_iter()
-        .map(|b| (b.node_id, Broker { id: b.node_id, host: b.host, port: b.port as u16, rack: b.rack }))
+        .map(|b| {
+            (
+                b.node_id,
+                Broker {
+                    id: b.node_id,
+                    host: b.host,
+                    port: b.port as u16,
+                    rack: b.rack,
+                },
+            )
+        })
         .collect();
     let topics = r
         .topics
@@ -537,15 +606,26 @@ fn metadata_from(r: MetadataResponse) -> Metadata {
             ))
         })
         .collect();
-    Metadata { cluster_id: r.cluster_id, controller_id: r.controller_id, brokers, topics }
+    Metadata {
+        cluster_id: r.cluster_id,
+        controller_id: r.controller_id,
+        brokers,
+        topics,
+    }
 }
 
 /// FindCoordinator for a group: v4+ batches keys (KIP-699), below one key per request.
 pub(crate) fn find_coordinator_request(group: &str, version: i16) -> FindCoordinatorRequest {
     if version >= 4 {
-        FindCoordinatorRequest { coordinator_keys: vec![group.to_string()], ..Default::default() }
+        FindCoordinatorRequest {
+            coordinator_keys: vec![group.to_string()],
+            ..Default::default()
+        }
     } else {
-        FindCoordinatorRequest { key: group.to_string(), ..Default::default() }
+        FindCoordinatorRequest {
+            key: group.to_string(),
+            ..Default::default()
+        }
     }
 }
 
@@ -556,10 +636,20 @@ fn coordinator_from(group: &str, r: FindCoordinatorResponse) -> Result<Broker> {
     };
     let code = KafkaCode::from_code(code);
     if code.is_error() {
-        return Err(Error::Kafka { api: ApiKey::FindCoordinator, code, message });
+        return Err(Error::Kafka {
+            api: ApiKey::FindCoordinator,
+            code,
+            message,
+        });
     }
-    let port = u16::try_from(port).map_err(|_| Error::NoBroker(format!("coordinator port {port} is invalid")))?;
-    Ok(Broker { id, host, port, rack: None })
+    let port =
+        u16::try_from(port).map_err(|_| Error::NoBroker(format!("coordinator port {port} is invalid")))?;
+    Ok(Broker {
+        id,
+        host,
+        port,
+        rack: None,
+    })
 }
 
 #[cfg(test)]
@@ -575,23 +665,64 @@ mod tests {
     #[test]
     fn configuration_is_checked_before_any_network_call() {
         let e = Client::builder().build().unwrap_err();
-        assert!(matches!(e, Error::Config { property: "bootstrap.servers", .. }), "{e}");
-        let e = Client::builder().bootstrap_servers("localhost").build().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "bootstrap.servers",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = Client::builder()
+            .bootstrap_servers("localhost")
+            .build()
+            .unwrap_err();
         assert!(e.to_string().contains("not host:port"), "{e}");
         let e = Client::builder().bootstrap_servers("h:0").build().unwrap_err();
         assert!(e.to_string().contains("1..=65535"), "{e}");
-        let e = Client::builder().bootstrap_servers("h:1").request_timeout(Duration::ZERO).build().unwrap_err();
-        assert!(matches!(e, Error::Config { property: "request.timeout.ms", .. }));
+        let e = Client::builder()
+            .bootstrap_servers("h:1")
+            .request_timeout(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::Config {
+                property: "request.timeout.ms",
+                ..
+            }
+        ));
         let e = Client::builder()
             .bootstrap_servers("h:1")
             .reconnect_backoff(Duration::from_secs(2))
             .build()
             .unwrap_err();
-        assert!(matches!(e, Error::Config { property: "reconnect.backoff.max.ms", .. }));
-        let e = Client::builder().bootstrap_servers("h:1").max_api_version(ApiKey::Fetch, -1).build().unwrap_err();
-        assert!(matches!(e, Error::Config { property: "max_api_version", .. }));
+        assert!(matches!(
+            e,
+            Error::Config {
+                property: "reconnect.backoff.max.ms",
+                ..
+            }
+        ));
+        let e = Client::builder()
+            .bootstrap_servers("h:1")
+            .max_api_version(ApiKey::Fetch, -1)
+            .build()
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::Config {
+                property: "max_api_version",
+                ..
+            }
+        ));
         // An unresolvable host is fine at build time: nothing touches the network yet.
-        assert!(Client::builder().bootstrap_servers("no-such-host.invalid:9092, b:9093").build().is_ok());
+        assert!(Client::builder()
+            .bootstrap_servers("no-such-host.invalid:9092, b:9093")
+            .build()
+            .is_ok());
     }
 
     #[test]

@@ -133,6 +133,24 @@ pub enum Error {
     },
     /// No broker could be reached or none is known for what was asked.
     NoBroker(String),
+    /// Another process joined the group with this member's `group.instance.id`; the member
+    /// stopped and will not rejoin (two processes sharing an instance id would otherwise fence
+    /// each other forever).
+    Fenced {
+        /// The group.
+        group: String,
+        /// The instance id in use elsewhere.
+        instance_id: String,
+    },
+    /// The group coordinator ended the member's membership with an error retrying cannot fix.
+    Group {
+        /// The group.
+        group: String,
+        /// The error code.
+        code: KafkaCode,
+        /// What the member was doing.
+        during: &'static str,
+    },
     /// The connection or client was closed.
     Closed,
 }
@@ -201,6 +219,12 @@ impl fmt::Display for Error {
                 ProtocolViolation::Handshake(m) => write!(f, "{addr}: ApiVersions handshake failed: {m}"),
             },
             Error::NoBroker(m) => write!(f, "no broker available: {m}"),
+            Error::Fenced { group, instance_id } => write!(
+                f,
+                "group {group}: fenced: another process uses group.instance.id {instance_id:?}; this member \
+                 stopped and will not rejoin (give each process its own instance id)"
+            ),
+            Error::Group { group, code, during } => write!(f, "group {group}: {during} failed: {code}"),
             Error::Closed => f.write_str("closed"),
         }
     }
@@ -228,7 +252,14 @@ impl Error {
 
     /// Whether the connection that produced this error can no longer be used.
     pub fn breaks_connection(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::Timeout { .. } | Error::Protocol { .. } | Error::Decode { .. } | Error::Closed)
+        matches!(
+            self,
+            Error::Io { .. }
+                | Error::Timeout { .. }
+                | Error::Protocol { .. }
+                | Error::Decode { .. }
+                | Error::Closed
+        )
     }
 }
 

@@ -28,12 +28,15 @@
 #![cfg_attr(test, deny(unsafe_code))]
 #![deny(missing_docs)]
 
+mod admin;
 mod client;
 mod code;
 mod error;
+pub mod group;
 pub mod net;
 pub mod protocol;
 
+pub use admin::{Admin, GroupDescription, ListedGroup, MemberAssignment, MemberDescription, NewTopic};
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};
 pub use code::KafkaCode;
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};

@@ -1,0 +1,196 @@
+//! Member configuration, validated before any network call.
+
+use super::assignor::{Assignor, RangeAssignor};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to do when the coordinator is too old for static membership (Kafka < 2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OldBrokerPolicy {
+    /// Refuse to join, with an error naming the APIs and versions missing. The default:
+    /// silently becoming a dynamic member would give up the guarantees the application chose
+    /// static membership for.
+    #[default]
+    Error,
+    /// Join as a dynamic member (logged once as a warning).
+    FallBackToDynamic,
+}
+
+/// A member's settings; see [`MemberBuilder`](super::MemberBuilder) for each one's Kafka
+/// property and default.
+#[derive(Debug, Clone)]
+pub struct MemberConfig {
+    /// `group.id`.
+    pub group_id: String,
+    /// `group.instance.id`; `Some` makes a static member.
+    pub group_instance_id: Option<String>,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `heartbeat.interval.ms`.
+    pub heartbeat_interval: Duration,
+    /// `max.poll.interval.ms`, sent as the rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// `retry.backoff.ms`.
+    pub retry_backoff: Duration,
+    /// `metadata.max.age.ms`: how often the leader re-checks subscribed topics.
+    pub metadata_max_age: Duration,
+    /// `partition.assignment.strategy`, in preference order.
+    pub assignors: Vec<Arc<dyn Assignor>>,
+    /// Subscribed topics.
+    pub topics: Vec<String>,
+    /// `client.rack`, sent in the subscription.
+    pub client_rack: Option<String>,
+    /// What to do on brokers too old for static membership.
+    pub old_broker_policy: OldBrokerPolicy,
+}
+
+impl MemberConfig {
+    /// Defaults of the Java consumer for everything but the group id.
+    pub fn new(group_id: impl Into<String>) -> Self {
+        MemberConfig {
+            group_id: group_id.into(),
+            group_instance_id: None,
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(3_000),
+            rebalance_timeout: Duration::from_millis(300_000),
+            retry_backoff: Duration::from_millis(100),
+            metadata_max_age: Duration::from_millis(300_000),
+            assignors: vec![Arc::new(RangeAssignor)],
+            topics: Vec::new(),
+            client_rack: None,
+            old_broker_policy: OldBrokerPolicy::Error,
+        }
+    }
+
+    /// Checks every setting the way Kafka's client and broker would, so that mistakes surface
+    /// before the first request rather than as a broker error mid-join.
+    pub fn validate(&self) -> Result<()> {
+        let err = |property: &'static str, problem: String| Err(Error::Config { property, problem });
+        if self.group_id.is_empty() {
+            return err("group.id", "must not be empty".into());
+        }
+        if let Some(id) = &self.group_instance_id {
+            validate_instance_id(id)?;
+        }
+        let ms = |d: Duration| d.as_millis();
+        if self.session_timeout.is_zero() || ms(self.session_timeout) > i32::MAX as u128 {
+            return err(
+                "session.timeout.ms",
+                format!("{} ms is out of range", ms(self.session_timeout)),
+            );
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.session_timeout {
+            return err(
+                "heartbeat.interval.ms",
+                format!(
+                    "must be above 0 and below session.timeout.ms ({} ms >= {} ms)",
+                    ms(self.heartbeat_interval),
+                    ms(self.session_timeout)
+                ),
+            );
+        }
+        if self.rebalance_timeout.is_zero() || ms(self.rebalance_timeout) > i32::MAX as u128 {
+            return err(
+                "max.poll.interval.ms",
+                format!("{} ms is out of range", ms(self.rebalance_timeout)),
+            );
+        }
+        if self.assignors.is_empty() {
+            return err(
+                "partition.assignment.strategy",
+                "at least one assignor is needed".into(),
+            );
+        }
+        let mut names: Vec<&str> = self.assignors.iter().map(|a| a.name()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return err(
+                "partition.assignment.strategy",
+                format!("duplicate assignor names in {names:?}"),
+            );
+        }
+        if self.topics.iter().any(|t| t.is_empty()) {
+            return err("topics", "topic names must not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+/// Kafka's rule for `group.instance.id` (and topic names): 1 to 249 characters of
+/// `[a-zA-Z0-9._-]`.
+pub fn validate_instance_id(id: &str) -> Result<()> {
+    let problem = if id.is_empty() {
+        Some("must not be empty".to_string())
+    } else if id.len() > 249 {
+        Some(format!("is {} characters long, the maximum is 249", id.len()))
+    } else if id == "." || id == ".." {
+        Some(format!("{id:?} is not allowed"))
+    } else {
+        id.chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+            .map(|c| format!("{id:?} contains {c:?}; only [a-zA-Z0-9._-] are allowed"))
+    };
+    match problem {
+        Some(problem) => Err(Error::Config {
+            property: "group.instance.id",
+            problem,
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_ids_follow_kafka_rules() {
+        assert!(validate_instance_id("worker-1.eu_west").is_ok());
+        assert!(validate_instance_id(&"a".repeat(249)).is_ok());
+        assert!(validate_instance_id(&"a".repeat(250)).is_err());
+        assert!(validate_instance_id("").is_err());
+        assert!(validate_instance_id("a b").is_err());
+        assert!(validate_instance_id("é").is_err());
+        assert!(validate_instance_id("..").is_err());
+    }
+
+    #[test]
+    fn heartbeat_must_be_below_session() {
+        let mut c = MemberConfig::new("g");
+        assert!(c.validate().is_ok());
+        c.heartbeat_interval = c.session_timeout;
+        let e = c.validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "heartbeat.interval.ms",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn other_checks() {
+        let mut c = MemberConfig::new("");
+        assert!(c.validate().is_err());
+        c = MemberConfig::new("g");
+        c.assignors.clear();
+        assert!(c.validate().is_err());
+        c = MemberConfig::new("g");
+        c.assignors.push(Arc::new(RangeAssignor));
+        assert!(c.validate().is_err());
+        c = MemberConfig::new("g");
+        c.group_instance_id = Some("bad id".into());
+        assert!(matches!(
+            c.validate(),
+            Err(Error::Config {
+                property: "group.instance.id",
+                ..
+            })
+        ));
+    }
+}

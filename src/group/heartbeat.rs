@@ -1,0 +1,366 @@
+//! The heartbeat thread: one per member, with its own connection to the coordinator, so that
+//! a JoinGroup or a slow application never delays the heartbeats that keep the session alive.
+//!
+//! It talks to the member only through channels: the member sends [`Command`]s, the thread
+//! answers with [`Event`]s that carry the generation they concern. The member ignores events
+//! for a generation it has already left, which is how a late error from an old generation is
+//! kept from disturbing a new one.
+
+use super::action::{classify, GroupAction};
+use super::metrics::Metrics;
+use super::state::Generation;
+use super::timer::HeartbeatTimer;
+use crate::client::{Broker, Client};
+use crate::net::Connection;
+use crate::protocol::messages::HeartbeatRequest;
+use crate::KafkaCode;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// From the member to its heartbeat thread.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// JoinGroup answered: heartbeat for this generation at this coordinator.
+    Start {
+        generation: Generation,
+        coordinator: Broker,
+        instance_id: Option<String>,
+    },
+    /// SyncGroup answered: from now on `REBALANCE_IN_PROGRESS` means a new rebalance.
+    Stable(i32),
+    /// Stop heartbeating (a JoinGroup is about to be sent, or the member left).
+    Pause,
+    /// A test hook: stop answering without telling the member, to simulate a hung process.
+    #[cfg_attr(not(any(test, feature = "sample")), allow(dead_code))]
+    Freeze,
+    /// End the thread.
+    Shutdown,
+}
+
+/// From the heartbeat thread to its member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The group must be joined again.
+    RejoinNeeded {
+        generation: i32,
+        reset_member_id: bool,
+        reason: KafkaCode,
+    },
+    /// The coordinator moved; the thread already heartbeats to the new one.
+    CoordinatorMoved { generation: i32, coordinator: Broker },
+    /// No heartbeat succeeded for a whole session timeout.
+    SessionExpired { generation: i32 },
+    /// Another process took our `group.instance.id`.
+    Fenced { generation: i32 },
+    /// An error that retrying cannot fix.
+    Fatal { generation: i32, code: KafkaCode },
+}
+
+/// The member's end of the thread.
+#[derive(Debug)]
+pub(crate) struct HeartbeatHandle {
+    pub(crate) commands: Sender<Command>,
+    pub(crate) events: Receiver<Event>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HeartbeatHandle {
+    pub(crate) fn spawn(
+        client: Client,
+        group: String,
+        interval: Duration,
+        session_timeout: Duration,
+        retry_backoff: Duration,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<HeartbeatHandle> {
+        let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
+        let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
+        let worker = Worker {
+            client,
+            group: group.clone(),
+            interval,
+            session_timeout,
+            retry_backoff,
+            metrics,
+            commands: cmd_rx,
+            events: ev_tx,
+            active: None,
+            frozen: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("kafka-hb-{group}"))
+            // Heartbeating needs little stack; a small one keeps many members per process cheap.
+            .stack_size(256 * 1024)
+            .spawn(move || worker.run())?;
+        Ok(HeartbeatHandle {
+            commands: cmd_tx,
+            events: ev_rx,
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn send(&self, c: Command) {
+        // The thread only exits on Shutdown, so a send error means it is already gone; there
+        // is nothing left to tell.
+        let _ = self.commands.send(c);
+    }
+
+    /// Stops the thread and waits for it, so that no heartbeat is in flight afterwards.
+    pub(crate) fn shutdown(&mut self) {
+        self.send(Command::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for HeartbeatHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct Active {
+    generation: Generation,
+    instance_id: Option<String>,
+    coordinator: Broker,
+    conn: Option<Connection>,
+    timer: HeartbeatTimer,
+    stable: bool,
+    expired_reported: bool,
+}
+
+struct Worker {
+    client: Client,
+    group: String,
+    interval: Duration,
+    session_timeout: Duration,
+    retry_backoff: Duration,
+    metrics: Arc<Metrics>,
+    commands: Receiver<Command>,
+    events: Sender<Event>,
+    active: Option<Active>,
+    frozen: bool,
+}
+
+impl Worker {
+    fn run(mut self) {
+        loop {
+            let wait = match &self.active {
+                Some(a) if !self.frozen => a.timer.time_to_next(Instant::now()),
+                _ => Duration::from_secs(3600),
+            };
+            match self.commands.recv_timeout(wait) {
+                Ok(Command::Shutdown) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(c) => self.on_command(c),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if !self.frozen {
+                self.tick();
+            }
+        }
+    }
+
+    fn on_command(&mut self, c: Command) {
+        match c {
+            Command::Start {
+                generation,
+                coordinator,
+                instance_id,
+            } => {
+                let now = Instant::now();
+                // Keep the connection when the coordinator did not change: a rejoin should
+                // not cost a reconnect and handshake.
+                let conn = match self.active.take() {
+                    Some(a) if a.coordinator == coordinator => a.conn,
+                    _ => None,
+                };
+                self.active = Some(Active {
+                    generation,
+                    instance_id,
+                    coordinator,
+                    conn,
+                    timer: HeartbeatTimer::new(now, self.interval, self.session_timeout, self.retry_backoff),
+                    stable: false,
+                    expired_reported: false,
+                });
+            }
+            Command::Stable(id) => {
+                if let Some(a) = self.active.as_mut().filter(|a| a.generation.id == id) {
+                    a.stable = true;
+                }
+            }
+            Command::Pause => self.active = None,
+            Command::Freeze => self.frozen = true,
+            Command::Shutdown => {}
+        }
+    }
+
+    fn emit(&self, e: Event) {
+        let _ = self.events.send(e);
+    }
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let Some(a) = self.active.as_mut() else { return };
+        if a.timer.session_expired(now) && !a.expired_reported {
+            a.expired_reported = true;
+            log::warn!(
+                "group={} member={} instance={:?} generation={}: no successful heartbeat for {:?}; session expired",
+                self.group,
+                a.generation.member_id,
+                a.instance_id,
+                a.generation.id,
+                self.session_timeout
+            );
+            let generation = a.generation.id;
+            self.emit(Event::SessionExpired { generation });
+        }
+        let Some(a) = self.active.as_mut() else { return };
+        if !a.timer.should_send(now) {
+            return;
+        }
+        a.timer.on_sent(now);
+        let result = Self::heartbeat(&self.client, &self.group, a, self.session_timeout);
+        let done = Instant::now();
+        let rtt = done - now;
+        let gen_id = a.generation.id;
+        let ctx = format!(
+            "group={} member={} instance={} generation={gen_id}",
+            self.group,
+            a.generation.member_id,
+            a.instance_id.as_deref().unwrap_or("-")
+        );
+        match result {
+            Ok(KafkaCode::None) => {
+                a.timer.on_success(done);
+                a.expired_reported = false;
+                self.metrics.heartbeat_ok(rtt);
+                log::debug!("{ctx}: heartbeat ok in {rtt:?}");
+            }
+            Ok(code) => {
+                a.timer.on_failure(done);
+                self.metrics.heartbeat_failed();
+                log::debug!("{ctx}: heartbeat answered {code} in {rtt:?}");
+                match classify(code) {
+                    GroupAction::Proceed => {}
+                    GroupAction::Rejoin if code == KafkaCode::RebalanceInProgress => {
+                        if a.stable {
+                            log::info!("{ctx}: group is rebalancing; rejoin needed");
+                            // Keep heartbeating until the member rejoins, so the session holds
+                            // while the application finishes its work.
+                            a.timer.on_success(done);
+                            self.emit(Event::RejoinNeeded {
+                                generation: gen_id,
+                                reset_member_id: false,
+                                reason: code,
+                            });
+                        }
+                        // While awaiting SyncGroup the rebalance is ours: the SyncGroup answer
+                        // decides, not the heartbeat.
+                    }
+                    GroupAction::Rejoin => {
+                        log::info!("{ctx}: {code}; rejoin needed");
+                        self.active = None;
+                        self.emit(Event::RejoinNeeded {
+                            generation: gen_id,
+                            reset_member_id: false,
+                            reason: code,
+                        });
+                    }
+                    GroupAction::RejoinWithResetMemberId => {
+                        log::info!("{ctx}: {code}; rejoin with a new member id needed");
+                        self.active = None;
+                        self.emit(Event::RejoinNeeded {
+                            generation: gen_id,
+                            reset_member_id: true,
+                            reason: code,
+                        });
+                    }
+                    GroupAction::RediscoverCoordinator => {
+                        log::info!("{ctx}: {code}; looking for the coordinator again");
+                        a.conn = None;
+                        self.rediscover();
+                    }
+                    GroupAction::Retry => {}
+                    GroupAction::Fenced => {
+                        log::error!(
+                            "{ctx}: fenced: another member uses this group.instance.id; heartbeats stop"
+                        );
+                        self.active = None;
+                        self.emit(Event::Fenced { generation: gen_id });
+                    }
+                    GroupAction::Fatal => {
+                        log::error!("{ctx}: heartbeat failed with {code}; heartbeats stop");
+                        self.active = None;
+                        self.emit(Event::Fatal {
+                            generation: gen_id,
+                            code,
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                a.timer.on_failure(done);
+                a.conn = None;
+                self.metrics.heartbeat_failed();
+                log::debug!("{ctx}: heartbeat failed: {e}; looking for the coordinator again");
+                self.rediscover();
+            }
+        }
+    }
+
+    fn heartbeat(
+        client: &Client,
+        group: &str,
+        a: &mut Active,
+        session: Duration,
+    ) -> crate::Result<KafkaCode> {
+        if a.conn.is_none() {
+            a.conn = Some(client.connect(&a.coordinator)?);
+        }
+        let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
+        let req = HeartbeatRequest {
+            group_id: group.to_string(),
+            generation_id: a.generation.id,
+            member_id: a.generation.member_id.clone(),
+            group_instance_id: a.instance_id.clone(),
+            ..Default::default()
+        };
+        let version = conn.version(crate::protocol::ApiKey::Heartbeat)?;
+        // Waiting longer than a session for one answer is pointless: by then the broker has
+        // given up on us anyway.
+        let timeout = client.connection_config().request_timeout.min(session);
+        let resp = conn.send_at(&req, version, Some(timeout))?;
+        Ok(KafkaCode::from_code(resp.error_code))
+    }
+
+    /// One coordinator lookup; on success the thread heartbeats there and tells the member.
+    fn rediscover(&mut self) {
+        let Some(a) = self.active.as_mut() else { return };
+        match self.client.lookup_coordinator(&self.group) {
+            Ok(b) => {
+                if b != a.coordinator {
+                    log::info!(
+                        "group={} member={} generation={}: coordinator moved from {} to {}",
+                        self.group,
+                        a.generation.member_id,
+                        a.generation.id,
+                        a.coordinator.addr(),
+                        b.addr()
+                    );
+                    a.coordinator = b.clone();
+                    a.conn = None;
+                    let generation = a.generation.id;
+                    self.emit(Event::CoordinatorMoved {
+                        generation,
+                        coordinator: b,
+                    });
+                }
+            }
+            Err(e) => log::debug!("group={}: coordinator lookup failed: {e}", self.group),
+        }
+    }
+}

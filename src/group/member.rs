@@ -1,0 +1,955 @@
+//! A group member: join (FindCoordinator → JoinGroup → assign if leader → SyncGroup), react
+//! to what the heartbeat thread reports, and leave.
+//!
+//! All group requests except heartbeats run on the caller's thread over the member's own
+//! connection to the coordinator; the heartbeat thread has another. Neither shares the
+//! client's per-broker connections, because a JoinGroup can block for a whole rebalance and
+//! must not hold up other members embedded in the same process.
+
+use super::action::{classify, GroupAction};
+use super::assignment::{Assignment, Subscription, TopicPartition};
+use super::assignor::{Assignor, MemberSubscription};
+use super::config::{MemberConfig, OldBrokerPolicy};
+use super::heartbeat::{Command, Event, HeartbeatHandle};
+use super::metrics::{MemberMetrics, Metrics};
+use super::state::{Generation, GroupState, MemberState, Transition};
+use crate::client::{Broker, Client};
+use crate::error::{Error, Result, Timeout};
+use crate::net::{Connection, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
+use crate::protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use crate::protocol::messages::leave_group_request::MemberIdentity;
+use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use crate::protocol::messages::{
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, SyncGroupRequest, SyncGroupResponse,
+};
+use crate::protocol::ApiKey;
+use crate::KafkaCode;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// JoinGroup may legitimately block for the whole rebalance timeout; the socket waits that long
+/// plus this, as Kafka's client does, so a slow rebalance is not mistaken for a dead broker.
+const JOIN_MARGIN: Duration = Duration::from_secs(5);
+
+/// What changed for the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupEvent {
+    /// Partitions taken away before a rejoin (eager protocol: all of them). Commit what was
+    /// processed before acting on the next `Assigned`.
+    Revoked {
+        /// The generation they belonged to.
+        generation: i32,
+        /// The partitions.
+        partitions: Vec<TopicPartition>,
+    },
+    /// The member joined a generation and got these partitions.
+    Assigned {
+        /// The generation.
+        generation: i32,
+        /// The partitions.
+        partitions: Vec<TopicPartition>,
+        /// Whether the generation differs from the one this member held before; `None` on a
+        /// member's first join (it cannot know what the group had). A static member that
+        /// restarts within the session timeout gets the group's unchanged generation.
+        rebalanced: Option<bool>,
+    },
+    /// The coordinator moved to another broker.
+    CoordinatorMoved {
+        /// The new coordinator.
+        coordinator: Broker,
+    },
+}
+
+/// Builds a [`GroupMember`]; each setter names the Kafka consumer property and its default.
+#[derive(Debug, Clone)]
+pub struct MemberBuilder {
+    client: Client,
+    config: MemberConfig,
+}
+
+impl MemberBuilder {
+    pub(crate) fn new(client: Client, group_id: &str) -> Self {
+        MemberBuilder {
+            client,
+            config: MemberConfig::new(group_id),
+        }
+    }
+
+    /// `group.instance.id`: makes this a static member (KIP-345). Default: none (dynamic).
+    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
+        self.config.group_instance_id = Some(id.into());
+        self
+    }
+
+    /// `session.timeout.ms`: how long the coordinator waits for a heartbeat before evicting
+    /// the member. Default 45 s. Must lie within the broker's `group.min/max.session.timeout.ms`.
+    pub fn session_timeout(mut self, t: Duration) -> Self {
+        self.config.session_timeout = t;
+        self
+    }
+
+    /// `heartbeat.interval.ms`: time between heartbeats; must be below the session timeout
+    /// (a third of it is usual). Default 3 s.
+    pub fn heartbeat_interval(mut self, t: Duration) -> Self {
+        self.config.heartbeat_interval = t;
+        self
+    }
+
+    /// `max.poll.interval.ms`: sent as the rebalance timeout, the time each member has to
+    /// rejoin during a rebalance. Default 300 s.
+    pub fn rebalance_timeout(mut self, t: Duration) -> Self {
+        self.config.rebalance_timeout = t;
+        self
+    }
+
+    /// `retry.backoff.ms`: pause before retrying a failed group request. Default 100 ms.
+    pub fn retry_backoff(mut self, t: Duration) -> Self {
+        self.config.retry_backoff = t;
+        self
+    }
+
+    /// `metadata.max.age.ms`: how often the leader re-checks the subscribed topics for
+    /// partition changes. Default 300 s.
+    pub fn metadata_max_age(mut self, t: Duration) -> Self {
+        self.config.metadata_max_age = t;
+        self
+    }
+
+    /// `partition.assignment.strategy`, in preference order. Default `[range]`.
+    pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
+        self.config.assignors = assignors;
+        self
+    }
+
+    /// The topics to subscribe to. Default: none.
+    pub fn topics<I, S>(mut self, topics: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.config.topics = topics.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// `client.rack`, sent in the subscription for rack-aware assignors. Default: none.
+    pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
+        self.config.client_rack = Some(rack.into());
+        self
+    }
+
+    /// What to do on brokers older than 2.3, which lack static membership. Default
+    /// [`OldBrokerPolicy::Error`].
+    pub fn old_broker_policy(mut self, p: OldBrokerPolicy) -> Self {
+        self.config.old_broker_policy = p;
+        self
+    }
+
+    /// Validates the configuration and starts the member's heartbeat thread (idle until the
+    /// first join). No network call is made.
+    pub fn build(self) -> Result<GroupMember> {
+        self.config.validate()?;
+        let metrics = Arc::new(Metrics::default());
+        let heartbeat = HeartbeatHandle::spawn(
+            self.client.clone(),
+            self.config.group_id.clone(),
+            self.config.heartbeat_interval,
+            self.config.session_timeout,
+            self.config.retry_backoff,
+            metrics.clone(),
+        )
+        .map_err(|source| Error::Io {
+            addr: "heartbeat thread".into(),
+            source,
+        })?;
+        Ok(GroupMember {
+            static_member: self.config.group_instance_id.is_some(),
+            client: self.client,
+            config: self.config,
+            state: GroupState::default(),
+            coordinator: None,
+            conn: None,
+            assignment: Assignment::default(),
+            warned_fallback: false,
+            heartbeat,
+            metrics,
+            rejoin: None,
+            leader_snapshot: None,
+            last_metadata_check: Instant::now(),
+            last_generation: None,
+        })
+    }
+}
+
+/// One member of a consumer group, static or dynamic, with its heartbeat thread.
+///
+/// Blocking: [`join`](Self::join) returns once the member has an assignment;
+/// [`poll`](Self::poll) reacts to rebalances, coordinator moves and fencing reported by the
+/// heartbeat thread. See the crate docs for an example.
+#[derive(Debug)]
+pub struct GroupMember {
+    client: Client,
+    config: MemberConfig,
+    state: GroupState,
+    coordinator: Option<Broker>,
+    conn: Option<Connection>,
+    assignment: Assignment,
+    static_member: bool,
+    warned_fallback: bool,
+    heartbeat: HeartbeatHandle,
+    metrics: Arc<Metrics>,
+    /// A rejoin is pending; `true` when it must use an empty member id.
+    rejoin: Option<bool>,
+    /// Partition counts of the subscribed topics when this member last led an assignment.
+    leader_snapshot: Option<BTreeMap<String, i32>>,
+    last_metadata_check: Instant,
+    last_generation: Option<i32>,
+}
+
+impl GroupMember {
+    /// The group id.
+    pub fn group_id(&self) -> &str {
+        &self.config.group_id
+    }
+
+    /// The configured `group.instance.id`.
+    pub fn group_instance_id(&self) -> Option<&str> {
+        self.config.group_instance_id.as_deref()
+    }
+
+    /// Whether the member joins as a static member (false after a fallback to dynamic).
+    pub fn is_static(&self) -> bool {
+        self.static_member
+    }
+
+    /// Current state.
+    pub fn state(&self) -> MemberState {
+        self.state.state()
+    }
+
+    /// The generation joined last.
+    pub fn generation(&self) -> Option<&Generation> {
+        self.state.generation()
+    }
+
+    /// Our member id (empty before the first join).
+    pub fn member_id(&self) -> &str {
+        self.state.member_id()
+    }
+
+    /// The current assignment (empty unless Stable).
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+
+    /// The coordinator in use.
+    pub fn coordinator(&self) -> Option<&Broker> {
+        self.coordinator.as_ref()
+    }
+
+    /// Join, sync and heartbeat figures.
+    pub fn metrics(&self) -> MemberMetrics {
+        self.metrics.snapshot()
+    }
+
+    /// The topics this member subscribes to.
+    pub fn topics(&self) -> &[String] {
+        &self.config.topics
+    }
+
+    /// Whether a rebalance is pending (the next [`poll`](Self::poll) will rejoin).
+    pub fn rejoin_pending(&self) -> bool {
+        self.rejoin.is_some() || self.state.state() != MemberState::Stable
+    }
+
+    fn ctx(&self) -> String {
+        format!(
+            "group={} member={} instance={} generation={}",
+            self.config.group_id,
+            if self.state.member_id().is_empty() {
+                "-"
+            } else {
+                self.state.member_id()
+            },
+            self.config.group_instance_id.as_deref().unwrap_or("-"),
+            self.state.generation().map_or(-1, |g| g.id)
+        )
+    }
+
+    fn transition(&mut self, t: Transition) {
+        let from = self.state.state();
+        match self.state.apply(t) {
+            Ok(()) if from != self.state.state() => {
+                log::info!("{}: {from} -> {}", self.ctx(), self.state.state())
+            }
+            Ok(()) => {}
+            // A bug in this module, not a runtime condition; never worth a panic.
+            Err(e) => log::error!(
+                "{}: invalid transition {:?} from {}",
+                self.ctx(),
+                e.transition,
+                e.from
+            ),
+        }
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match self.state.state() {
+            MemberState::Fenced => Err(self.fenced_error()),
+            MemberState::Closed => Err(Error::Closed),
+            _ => Ok(()),
+        }
+    }
+
+    fn fenced_error(&self) -> Error {
+        Error::Fenced {
+            group: self.config.group_id.clone(),
+            instance_id: self.config.group_instance_id.clone().unwrap_or_default(),
+        }
+    }
+
+    fn fence(&mut self) -> Error {
+        let was_stable = self.state.was_stable();
+        self.transition(Transition::Fenced);
+        self.heartbeat.send(Command::Pause);
+        self.assignment = Assignment::default();
+        log::error!(
+            "{}: fenced by another member with the same group.instance.id{}; stopping without rejoining",
+            self.ctx(),
+            if was_stable {
+                " after this member had joined (two processes share the id)"
+            } else {
+                ""
+            }
+        );
+        self.fenced_error()
+    }
+
+    /// Joins the group (or rejoins it when a rebalance is pending) and returns what changed.
+    /// Blocks until the member has an assignment, a fatal error occurs, or `timeout` passes.
+    pub fn join(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
+        self.check_usable()?;
+        let deadline = Instant::now() + timeout;
+        let mut events = Vec::new();
+        if let Some(reset) = self.rejoin.take() {
+            self.transition(Transition::RejoinNeeded {
+                reset_member_id: reset,
+            });
+        }
+        // Eager protocol: everything is given up before rejoining.
+        if !self.assignment.is_empty() {
+            let generation = self.state.generation().map_or(-1, |g| g.id);
+            let partitions = std::mem::take(&mut self.assignment).topic_partitions();
+            log::info!("{}: revoking {} partitions", self.ctx(), partitions.len());
+            events.push(GroupEvent::Revoked {
+                generation,
+                partitions,
+            });
+        }
+        let started = Instant::now();
+        loop {
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    which: Timeout::Retries,
+                    addr: format!("joining group {}", self.config.group_id),
+                });
+            }
+            if let Some(moved) = self.ensure_coordinator(deadline)? {
+                events.push(moved);
+            }
+            self.heartbeat.send(Command::Pause);
+            self.transition(Transition::JoinSent);
+            let resp = match self.send_join() {
+                Ok(r) => r,
+                Err(e) => {
+                    self.on_request_error(e, "JoinGroup")?;
+                    continue;
+                }
+            };
+            let code = KafkaCode::from_code(resp.error_code);
+            if code == KafkaCode::MemberIdRequired {
+                // KIP-394: the coordinator handed out our member id; join again with it at once.
+                log::debug!(
+                    "{}: MEMBER_ID_REQUIRED, rejoining as {}",
+                    self.ctx(),
+                    resp.member_id
+                );
+                self.state.set_member_id(resp.member_id);
+                continue;
+            }
+            if !self.handle_group_code(code, "JoinGroup")? {
+                continue;
+            }
+            let join_time = started.elapsed();
+            let generation = Generation {
+                id: resp.generation_id,
+                member_id: resp.member_id.clone(),
+                protocol: resp.protocol_name.clone(),
+            };
+            self.transition(Transition::Joined(generation.clone()));
+            let coordinator = self.coordinator.clone().ok_or(Error::Closed)?;
+            // Heartbeats start now, not after SyncGroup, so a slow leader cannot expire us.
+            self.heartbeat.send(Command::Start {
+                generation: generation.clone(),
+                coordinator,
+                instance_id: self.instance_id_to_send(),
+            });
+            let is_leader = resp.leader == resp.member_id;
+            log::info!(
+                "{}: joined in {join_time:?} ({} protocol {}, {} members{})",
+                self.ctx(),
+                if is_leader { "leader," } else { "follower," },
+                generation.protocol.as_deref().unwrap_or("?"),
+                resp.members.len(),
+                if resp.skip_assignment {
+                    ", skip_assignment"
+                } else {
+                    ""
+                }
+            );
+            let assignments = if is_leader { self.lead(&resp)? } else { Vec::new() };
+            let sync_started = Instant::now();
+            let sync = match self.send_sync(&generation, assignments) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.on_request_error(e, "SyncGroup")?;
+                    continue;
+                }
+            };
+            let code = KafkaCode::from_code(sync.error_code);
+            if !self.handle_group_code(code, "SyncGroup")? {
+                continue;
+            }
+            let sync_time = sync_started.elapsed();
+            let assignment = Assignment::decode(&sync.assignment).map_err(|source| Error::Decode {
+                api: ApiKey::SyncGroup,
+                source,
+            })?;
+            self.transition(Transition::Synced);
+            self.heartbeat.send(Command::Stable(generation.id));
+            let rebalanced = self.last_generation.map(|g| g != generation.id);
+            self.metrics
+                .joined(join_time, sync_time, rebalanced == Some(true));
+            self.last_generation = Some(generation.id);
+            log::info!("{}: assigned {} in {sync_time:?} (sync)", self.ctx(), assignment);
+            events.push(GroupEvent::Assigned {
+                generation: generation.id,
+                partitions: assignment.topic_partitions(),
+                rebalanced,
+            });
+            self.assignment = assignment;
+            self.last_metadata_check = Instant::now();
+            return Ok(events);
+        }
+    }
+
+    /// Handles what the heartbeat thread reported, rejoining if needed. Waits up to
+    /// `timeout` for something to happen when nothing is pending; a needed rejoin runs to
+    /// completion (bounded by the rebalance timeout) even past `timeout`, since a member that
+    /// stops halfway through a rebalance only makes it longer for everyone.
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
+        self.check_usable()?;
+        let mut events = Vec::new();
+        let deadline = Instant::now() + timeout;
+        loop {
+            while let Ok(e) = self.heartbeat.events.try_recv() {
+                self.on_event(e, &mut events)?;
+            }
+            self.check_leader_metadata();
+            if self.rejoin.is_some() || self.state.state() != MemberState::Stable {
+                events.extend(
+                    self.join(self.config.rebalance_timeout + self.config.session_timeout + JOIN_MARGIN)?,
+                );
+                return Ok(events);
+            }
+            if !events.is_empty() {
+                return Ok(events);
+            }
+            match self.heartbeat.events.recv_deadline(deadline) {
+                Ok(e) => self.on_event(e, &mut events)?,
+                Err(_) => return Ok(events),
+            }
+        }
+    }
+
+    fn on_event(&mut self, e: Event, events: &mut Vec<GroupEvent>) -> Result<()> {
+        match e {
+            Event::CoordinatorMoved { coordinator, .. } => {
+                if self.coordinator.as_ref() != Some(&coordinator) {
+                    self.coordinator = Some(coordinator.clone());
+                    self.conn = None;
+                    events.push(GroupEvent::CoordinatorMoved { coordinator });
+                }
+            }
+            Event::RejoinNeeded {
+                generation,
+                reset_member_id,
+                reason,
+            } if self.state.is_current(generation) => {
+                log::info!("{}: rejoin needed ({reason})", self.ctx());
+                self.rejoin = Some(self.rejoin.unwrap_or(false) || reset_member_id);
+            }
+            Event::SessionExpired { generation } if self.state.is_current(generation) => {
+                log::warn!(
+                    "{}: session expired on our side; rediscovering the coordinator and rejoining",
+                    self.ctx()
+                );
+                self.conn = None;
+                self.coordinator = None;
+                // The broker has dropped a dynamic member; a static one is recognised again by
+                // its instance id whatever member id it sends.
+                self.rejoin = Some(self.rejoin.unwrap_or(false) || !self.static_member);
+            }
+            Event::Fenced { generation } if self.state.is_current(generation) => return Err(self.fence()),
+            Event::Fatal { generation, code } if self.state.is_current(generation) => {
+                return Err(Error::Group {
+                    group: self.config.group_id.clone(),
+                    code,
+                    during: "Heartbeat",
+                })
+            }
+            stale => log::debug!("{}: ignoring {stale:?} from an older generation", self.ctx()),
+        }
+        Ok(())
+    }
+
+    /// Returns `Ok(true)` to go on, `Ok(false)` to retry the join from the start, or the error.
+    fn handle_group_code(&mut self, code: KafkaCode, during: &'static str) -> Result<bool> {
+        match classify(code) {
+            GroupAction::Proceed => Ok(true),
+            GroupAction::Retry | GroupAction::Rejoin => {
+                log::info!("{}: {during} answered {code}; joining again", self.ctx());
+                if code != KafkaCode::RebalanceInProgress {
+                    std::thread::sleep(self.config.retry_backoff);
+                }
+                Ok(false)
+            }
+            GroupAction::RejoinWithResetMemberId => {
+                log::info!(
+                    "{}: {during} answered {code}; joining again with a new member id",
+                    self.ctx()
+                );
+                self.transition(Transition::RejoinNeeded {
+                    reset_member_id: true,
+                });
+                Ok(false)
+            }
+            GroupAction::RediscoverCoordinator => {
+                log::info!(
+                    "{}: {during} answered {code}; looking for the coordinator again",
+                    self.ctx()
+                );
+                self.coordinator_lost();
+                std::thread::sleep(self.config.retry_backoff);
+                Ok(false)
+            }
+            GroupAction::Fenced => Err(self.fence()),
+            GroupAction::Fatal => Err(Error::Group {
+                group: self.config.group_id.clone(),
+                code,
+                during,
+            }),
+        }
+    }
+
+    fn on_request_error(&mut self, e: Error, during: &str) -> Result<()> {
+        if e.breaks_connection() {
+            log::info!(
+                "{}: {during} failed: {e}; looking for the coordinator again",
+                self.ctx()
+            );
+            self.coordinator_lost();
+            std::thread::sleep(self.config.retry_backoff);
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+
+    fn coordinator_lost(&mut self) {
+        self.conn = None;
+        if let Some(c) = self.coordinator.take() {
+            self.client.disconnect(c.id);
+        }
+    }
+
+    /// Finds the coordinator and connects to it if needed; checks static membership support.
+    fn ensure_coordinator(&mut self, deadline: Instant) -> Result<Option<GroupEvent>> {
+        let mut moved = None;
+        while self.conn.is_none() {
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    which: Timeout::Retries,
+                    addr: format!("finding the coordinator of group {}", self.config.group_id),
+                });
+            }
+            let found = self
+                .client
+                .lookup_coordinator(&self.config.group_id)
+                .and_then(|b| {
+                    let c = self.client.connect(&b)?;
+                    Ok((b, c))
+                });
+            match found {
+                Ok((b, conn)) => {
+                    self.check_static_support(&conn)?;
+                    if self.coordinator.as_ref().is_some_and(|old| *old != b) {
+                        moved = Some(GroupEvent::CoordinatorMoved {
+                            coordinator: b.clone(),
+                        });
+                    }
+                    log::debug!("{}: coordinator is broker {} at {}", self.ctx(), b.id, b.addr());
+                    self.coordinator = Some(b);
+                    self.conn = Some(conn);
+                }
+                Err(e) if retriable_lookup(&e) => {
+                    log::debug!("{}: coordinator lookup: {e}; retrying", self.ctx());
+                    std::thread::sleep(self.config.retry_backoff);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(moved)
+    }
+
+    fn check_static_support(&mut self, conn: &Connection) -> Result<()> {
+        if self.config.group_instance_id.is_none() {
+            return Ok(());
+        }
+        match conn.check(&STATIC_MEMBERSHIP) {
+            Ok(()) => {
+                self.static_member = true;
+                Ok(())
+            }
+            Err(e) => match self.config.old_broker_policy {
+                OldBrokerPolicy::Error => Err(e),
+                OldBrokerPolicy::FallBackToDynamic => {
+                    if !self.warned_fallback {
+                        log::warn!(
+                            "{}: {e}; joining as a dynamic member (FallBackToDynamic)",
+                            self.ctx()
+                        );
+                        self.warned_fallback = true;
+                    }
+                    self.static_member = false;
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    fn instance_id_to_send(&self) -> Option<String> {
+        self.config
+            .group_instance_id
+            .clone()
+            .filter(|_| self.static_member)
+    }
+
+    fn subscription(&self) -> Subscription {
+        Subscription {
+            topics: self.config.topics.clone(),
+            user_data: None,
+            owned: Vec::new(),
+            rack_id: self.config.client_rack.clone(),
+        }
+    }
+
+    fn send_join(&mut self) -> Result<JoinGroupResponse> {
+        let metadata = self.subscription().encode();
+        let req = JoinGroupRequest {
+            group_id: self.config.group_id.clone(),
+            session_timeout_ms: millis(self.config.session_timeout),
+            rebalance_timeout_ms: millis(self.config.rebalance_timeout),
+            member_id: self.state.member_id().to_string(),
+            group_instance_id: self.instance_id_to_send(),
+            protocol_type: "consumer".into(),
+            protocols: self
+                .config
+                .assignors
+                .iter()
+                .map(|a| JoinGroupRequestProtocol {
+                    name: a.name().into(),
+                    metadata: metadata.clone(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let wait = self.config.rebalance_timeout.max(self.config.session_timeout) + JOIN_MARGIN;
+        let ctx = self.ctx();
+        let conn = self.conn.as_mut().ok_or(Error::Closed)?;
+        let version = conn.version(ApiKey::JoinGroup)?;
+        log::debug!("{ctx}: JoinGroup v{version}");
+        conn.send_at(&req, version, Some(wait))
+    }
+
+    fn send_sync(
+        &mut self,
+        g: &Generation,
+        assignments: Vec<SyncGroupRequestAssignment>,
+    ) -> Result<SyncGroupResponse> {
+        let req = SyncGroupRequest {
+            group_id: self.config.group_id.clone(),
+            generation_id: g.id,
+            member_id: g.member_id.clone(),
+            group_instance_id: self.instance_id_to_send(),
+            protocol_type: Some("consumer".into()),
+            protocol_name: g.protocol.clone(),
+            assignments,
+            ..Default::default()
+        };
+        // Followers wait in SyncGroup for the leader to assign, up to the rebalance timeout.
+        let wait = self.config.rebalance_timeout + JOIN_MARGIN;
+        let conn = self.conn.as_mut().ok_or(Error::Closed)?;
+        let version = conn.version(ApiKey::SyncGroup)?;
+        conn.send_at(&req, version, Some(wait))
+    }
+
+    /// The leader's part: decode subscriptions, look up partition counts, run the assignor.
+    fn lead(&mut self, resp: &JoinGroupResponse) -> Result<Vec<SyncGroupRequestAssignment>> {
+        let protocol = resp.protocol_name.clone().unwrap_or_default();
+        let assignor = self
+            .config
+            .assignors
+            .iter()
+            .find(|a| a.name() == protocol)
+            .cloned()
+            .ok_or_else(|| Error::Group {
+                group: self.config.group_id.clone(),
+                code: KafkaCode::InconsistentGroupProtocol,
+                during: "assigning partitions",
+            })?;
+        let mut members = Vec::with_capacity(resp.members.len());
+        for m in &resp.members {
+            let subscription = Subscription::decode(&m.metadata).unwrap_or_else(|e| {
+                log::warn!(
+                    "{}: member {} sent unreadable metadata ({e}); it gets nothing",
+                    self.ctx(),
+                    m.member_id
+                );
+                Subscription::default()
+            });
+            members.push(MemberSubscription {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                subscription,
+            });
+        }
+        let topics: BTreeSet<&str> = members
+            .iter()
+            .flat_map(|m| m.subscription.topics.iter().map(String::as_str))
+            .collect();
+        let partitions = self.partition_counts(&topics.into_iter().collect::<Vec<_>>())?;
+        self.leader_snapshot = Some(partitions.clone());
+        if resp.skip_assignment {
+            // KIP-814: a static leader that restarted keeps the group's current assignment;
+            // it still watches the subscribed topics (snapshot above) and rebalances if they
+            // change.
+            log::info!(
+                "{}: leader rejoined with skip_assignment; keeping the current assignment",
+                self.ctx()
+            );
+            return Ok(Vec::new());
+        }
+        let assigned = assignor.assign(&members, &partitions);
+        Ok(assigned
+            .into_iter()
+            .map(|(member_id, a)| SyncGroupRequestAssignment {
+                member_id,
+                assignment: a.encode(),
+                ..Default::default()
+            })
+            .collect())
+    }
+
+    fn partition_counts(&self, topics: &[&str]) -> Result<BTreeMap<String, i32>> {
+        if topics.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let meta = self.client.refresh_metadata(Some(topics))?;
+        Ok(topics
+            .iter()
+            .filter_map(|t| meta.topics.get(*t))
+            .filter(|t| !t.error.is_error() && !t.partitions.is_empty())
+            .map(|t| (t.name.clone(), t.partitions.len() as i32))
+            .collect())
+    }
+
+    /// The leader rebalances when a subscribed topic gains partitions or appears/disappears.
+    fn check_leader_metadata(&mut self) {
+        let Some(snapshot) = &self.leader_snapshot else {
+            return;
+        };
+        if self.state.state() != MemberState::Stable
+            || self.last_metadata_check.elapsed() < self.config.metadata_max_age
+        {
+            return;
+        }
+        self.last_metadata_check = Instant::now();
+        let topics: Vec<String> = snapshot
+            .keys()
+            .cloned()
+            .chain(self.config.topics.iter().cloned())
+            .collect();
+        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+        match self.partition_counts(&refs) {
+            Ok(now) if &now != snapshot => {
+                log::info!(
+                    "{}: subscribed topics changed ({snapshot:?} -> {now:?}); rebalancing",
+                    self.ctx()
+                );
+                self.rejoin = Some(false);
+            }
+            Ok(_) => {}
+            Err(e) => log::debug!("{}: metadata check failed: {e}", self.ctx()),
+        }
+    }
+
+    /// Asks for a rebalance at the next [`poll`](Self::poll) (e.g. after the application
+    /// changed what it can handle).
+    pub fn request_rejoin(&mut self) {
+        self.rejoin = Some(self.rejoin.unwrap_or(false));
+    }
+
+    /// Removes this static member from the group now (LeaveGroup v3+ by instance id), so its
+    /// partitions move to the others at once instead of after the session timeout — for
+    /// scaling down. Needs Kafka 2.4+. A dynamic member sends a plain LeaveGroup.
+    pub fn leave_group(&mut self) -> Result<()> {
+        self.check_usable()?;
+        self.heartbeat.send(Command::Pause);
+        let result = self.send_leave();
+        self.assignment = Assignment::default();
+        self.transition(Transition::Left);
+        result
+    }
+
+    fn send_leave(&mut self) -> Result<()> {
+        if self.conn.is_none() {
+            self.ensure_coordinator(Instant::now() + self.client.connection_config().request_timeout)?;
+        }
+        let conn = self.conn.as_mut().ok_or(Error::Closed)?;
+        let version = conn.version(ApiKey::LeaveGroup)?;
+        let instance = self
+            .config
+            .group_instance_id
+            .clone()
+            .filter(|_| self.static_member);
+        if instance.is_some() {
+            conn.check(&REMOVE_MEMBERS_BY_INSTANCE_ID)?;
+        }
+        let member_id = self.state.member_id().to_string();
+        let req = if version >= 3 {
+            LeaveGroupRequest {
+                group_id: self.config.group_id.clone(),
+                members: vec![MemberIdentity {
+                    member_id,
+                    group_instance_id: instance,
+                    reason: Some("the member is leaving the group".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        } else {
+            LeaveGroupRequest {
+                group_id: self.config.group_id.clone(),
+                member_id,
+                ..Default::default()
+            }
+        };
+        let resp = conn.send_at(&req, version, None)?;
+        let code = KafkaCode::from_code(resp.error_code);
+        let member_code = resp
+            .members
+            .first()
+            .map(|m| KafkaCode::from_code(m.error_code))
+            .unwrap_or(KafkaCode::None);
+        for c in [code, member_code] {
+            // The coordinator already forgetting us is what leaving wants anyway.
+            if c.is_error() && c != KafkaCode::UnknownMemberId {
+                return Err(Error::Kafka {
+                    api: ApiKey::LeaveGroup,
+                    code: c,
+                    message: None,
+                });
+            }
+        }
+        log::info!("{}: left the group", self.ctx());
+        Ok(())
+    }
+
+    /// Stops the member. A static member stops heartbeating and does **not** send LeaveGroup:
+    /// its partitions stay reserved for it until the session times out, so a restart within
+    /// the session timeout gets them back without a rebalance. A dynamic member leaves the group
+    /// so that its partitions move at once. The heartbeat thread is joined before this returns,
+    /// so no request for this member is in flight afterwards.
+    pub fn close(mut self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> Result<()> {
+        if matches!(self.state.state(), MemberState::Closed) {
+            return Ok(());
+        }
+        self.heartbeat.shutdown();
+        let joined = matches!(
+            self.state.state(),
+            MemberState::Joining | MemberState::AwaitingSync | MemberState::Stable
+        );
+        let result = if joined && !self.static_member && !self.state.member_id().is_empty() {
+            self.send_leave()
+        } else {
+            Ok(())
+        };
+        if self.static_member {
+            log::info!(
+                "{}: closed; static member keeps its partitions until the session times out",
+                self.ctx()
+            );
+        }
+        self.transition(Transition::Closed);
+        self.conn = None;
+        result
+    }
+
+    /// Test hook: the heartbeat thread stops sending without telling the member, as if the
+    /// process hung. Not part of the API.
+    #[doc(hidden)]
+    pub fn freeze_heartbeats_for_tests(&self) {
+        self.heartbeat.send(Command::Freeze);
+    }
+}
+
+impl Drop for GroupMember {
+    fn drop(&mut self) {
+        if let Err(e) = self.close_inner() {
+            log::debug!("{}: close on drop: {e}", self.ctx());
+        }
+    }
+}
+
+fn millis(d: Duration) -> i32 {
+    // Validated to fit at build time.
+    d.as_millis().min(i32::MAX as u128) as i32
+}
+
+fn retriable_lookup(e: &Error) -> bool {
+    match e {
+        Error::Kafka { code, .. } => {
+            matches!(
+                code,
+                KafkaCode::CoordinatorNotAvailable
+                    | KafkaCode::CoordinatorLoadInProgress
+                    | KafkaCode::NotCoordinator
+            )
+        }
+        other => other.breaks_connection() || matches!(other, Error::NoBroker(_)),
+    }
+}
+
+impl Client {
+    /// Starts building a member of consumer group `group_id`.
+    pub fn member(&self, group_id: &str) -> MemberBuilder {
+        MemberBuilder::new(self.clone(), group_id)
+    }
+}

@@ -1,0 +1,69 @@
+//! Per-member figures an operator wants: how long joins take, how often the group rebalances,
+//! how fresh the session is.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A snapshot of a member's metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberMetrics {
+    /// Duration of the last JoinGroup round trip(s), including KIP-394's second one.
+    pub last_join: Option<Duration>,
+    /// Duration of the last SyncGroup round trip.
+    pub last_sync: Option<Duration>,
+    /// Round-trip time of the last successful heartbeat.
+    pub last_heartbeat_rtt: Option<Duration>,
+    /// Heartbeats answered without error.
+    pub heartbeats: u64,
+    /// Heartbeats that failed (error code or connection).
+    pub heartbeat_failures: u64,
+    /// Completed joins (each is one rebalance this member took part in).
+    pub joins: u64,
+    /// Joins after which the generation differed from the previous one this member held.
+    pub rebalances: u64,
+    /// Time since the last successful heartbeat (or join).
+    pub last_heartbeat_age: Option<Duration>,
+}
+
+/// Shared between a member and its heartbeat thread.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    inner: Mutex<(MemberMetrics, Option<Instant>)>,
+}
+
+impl Metrics {
+    fn with(&self, f: impl FnOnce(&mut MemberMetrics, &mut Option<Instant>)) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (m, last) = &mut *g;
+        f(m, last);
+    }
+
+    pub(crate) fn joined(&self, join: Duration, sync: Duration, rebalanced: bool) {
+        self.with(|m, last| {
+            m.last_join = Some(join);
+            m.last_sync = Some(sync);
+            m.joins += 1;
+            m.rebalances += u64::from(rebalanced);
+            *last = Some(Instant::now());
+        });
+    }
+
+    pub(crate) fn heartbeat_ok(&self, rtt: Duration) {
+        self.with(|m, last| {
+            m.last_heartbeat_rtt = Some(rtt);
+            m.heartbeats += 1;
+            *last = Some(Instant::now());
+        });
+    }
+
+    pub(crate) fn heartbeat_failed(&self) {
+        self.with(|m, _| m.heartbeat_failures += 1);
+    }
+
+    pub(crate) fn snapshot(&self) -> MemberMetrics {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = g.0.clone();
+        m.last_heartbeat_age = g.1.map(|t| t.elapsed());
+        m
+    }
+}

@@ -1,0 +1,23 @@
+//! Consumer group membership: static (KIP-345) and dynamic members, with a heartbeat thread
+//! per member.
+//!
+//! Pure logic — the [state machine](state), the [heartbeat timer](timer), the
+//! [error classification](action), the [assignors](assignor) — is kept apart from the thread
+//! ([`heartbeat`]) and the requests ([`member`]).
+
+pub mod action;
+pub mod assignment;
+pub mod assignor;
+pub mod config;
+mod heartbeat;
+pub mod member;
+mod metrics;
+pub mod state;
+pub mod timer;
+
+pub use assignment::{Assignment, Subscription, TopicPartition};
+pub use assignor::{Assignor, MemberSubscription, RangeAssignor, RoundRobinAssignor};
+pub use config::{MemberConfig, OldBrokerPolicy};
+pub use member::{GroupEvent, GroupMember, MemberBuilder};
+pub use metrics::MemberMetrics;
+pub use state::{Generation, MemberState};

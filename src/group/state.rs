@@ -1,0 +1,268 @@
+//! A member's state machine, pure: transitions are checked and tested without a broker.
+//!
+//! ```text
+//!  Unjoined ──join──▶ Joining ──JoinGroup ok──▶ AwaitingSync ──SyncGroup ok──▶ Stable
+//!      ▲                 ▲  │                        │                          │
+//!      │                 └──┴──── rejoin ◀───────────┴──────────────────────────┘
+//!      └──── (any) ──close──▶ Closed          (any) ──FENCED_INSTANCE_ID──▶ Fenced
+//! ```
+
+use std::fmt;
+
+/// Where a member is in the group protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Not in the group (before the first join, or after leaving).
+    Unjoined,
+    /// JoinGroup sent, waiting for the rebalance to gather members.
+    Joining,
+    /// JoinGroup answered; waiting for SyncGroup to hand out assignments. Heartbeats already
+    /// run so a slow leader cannot expire our session.
+    AwaitingSync,
+    /// Member of the current generation with an assignment.
+    Stable,
+    /// Another process took over our `group.instance.id`; terminal.
+    Fenced,
+    /// Closed by the application; terminal.
+    Closed,
+}
+
+impl fmt::Display for MemberState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MemberState::Unjoined => "unjoined",
+            MemberState::Joining => "joining",
+            MemberState::AwaitingSync => "awaiting-sync",
+            MemberState::Stable => "stable",
+            MemberState::Fenced => "fenced",
+            MemberState::Closed => "closed",
+        })
+    }
+}
+
+/// One generation of the group as this member joined it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generation {
+    /// The generation id the coordinator assigned.
+    pub id: i32,
+    /// Our member id in it.
+    pub member_id: String,
+    /// The assignment protocol the group chose (e.g. `range`).
+    pub protocol: Option<String>,
+}
+
+/// What happened, as the state machine sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// A JoinGroup is about to be sent.
+    JoinSent,
+    /// JoinGroup answered with a generation.
+    Joined(Generation),
+    /// SyncGroup answered with our assignment.
+    Synced,
+    /// The group must be joined again; `reset_member_id` when the coordinator forgot us.
+    RejoinNeeded {
+        /// Join with an empty member id.
+        reset_member_id: bool,
+    },
+    /// Fenced by another member with our instance id.
+    Fenced,
+    /// Left the group (LeaveGroup sent, or static member closed).
+    Left,
+    /// Closed by the application.
+    Closed,
+}
+
+/// Illegal transition for the current state (a bug in the caller, reported not panicked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidTransition {
+    /// State when it happened.
+    pub from: MemberState,
+    /// What was attempted.
+    pub transition: Transition,
+}
+
+/// The member's state, generation and identity.
+#[derive(Debug, Clone)]
+pub struct GroupState {
+    state: MemberState,
+    member_id: String,
+    generation: Option<Generation>,
+    stable_once: bool,
+}
+
+impl Default for GroupState {
+    fn default() -> Self {
+        GroupState {
+            state: MemberState::Unjoined,
+            member_id: String::new(),
+            generation: None,
+            stable_once: false,
+        }
+    }
+}
+
+impl GroupState {
+    /// Current state.
+    pub fn state(&self) -> MemberState {
+        self.state
+    }
+
+    /// The member id to send on the next JoinGroup (empty before the coordinator gave one).
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    /// Remembers the member id a `MEMBER_ID_REQUIRED` answer handed out (KIP-394).
+    pub fn set_member_id(&mut self, id: String) {
+        self.member_id = id;
+    }
+
+    /// The generation joined last, if any.
+    pub fn generation(&self) -> Option<&Generation> {
+        self.generation.as_ref()
+    }
+
+    /// Whether `id` is the generation we are in now: answers to requests sent for an older
+    /// generation must not move the state.
+    pub fn is_current(&self, id: i32) -> bool {
+        self.generation.as_ref().is_some_and(|g| g.id == id)
+    }
+
+    /// Whether this member has ever been Stable (used to recognise a fencing loop).
+    pub fn was_stable(&self) -> bool {
+        self.stable_once
+    }
+
+    /// Applies a transition.
+    pub fn apply(&mut self, t: Transition) -> Result<(), InvalidTransition> {
+        use MemberState as S;
+        let next = match (&t, self.state) {
+            (_, S::Fenced | S::Closed) if t != Transition::Closed => None,
+            (Transition::Closed, _) => Some(S::Closed),
+            (Transition::Fenced, _) => Some(S::Fenced),
+            (Transition::JoinSent, S::Unjoined | S::Joining | S::AwaitingSync | S::Stable) => {
+                Some(S::Joining)
+            }
+            (Transition::Joined(_), S::Joining) => Some(S::AwaitingSync),
+            (Transition::Synced, S::AwaitingSync) => Some(S::Stable),
+            (Transition::RejoinNeeded { .. }, S::Unjoined | S::Joining | S::AwaitingSync | S::Stable) => {
+                Some(S::Joining)
+            }
+            (Transition::Left, S::Unjoined | S::Joining | S::AwaitingSync | S::Stable) => Some(S::Unjoined),
+            _ => None,
+        };
+        let Some(next) = next else {
+            return Err(InvalidTransition {
+                from: self.state,
+                transition: t,
+            });
+        };
+        match t {
+            Transition::Joined(g) => {
+                self.member_id = g.member_id.clone();
+                self.generation = Some(g);
+            }
+            Transition::Synced => self.stable_once = true,
+            Transition::RejoinNeeded { reset_member_id } => {
+                if reset_member_id {
+                    self.member_id.clear();
+                    self.generation = None;
+                }
+            }
+            // A dynamic member that left is forgotten by the coordinator; a static one keeps
+            // its member id in memory so a close racing an in-flight request cannot fence
+            // itself (the caller decides which by not sending LeaveGroup for static members).
+            Transition::Left => self.generation = None,
+            _ => {}
+        }
+        self.state = next;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generation(id: i32) -> Generation {
+        Generation {
+            id,
+            member_id: format!("m-{id}"),
+            protocol: Some("range".into()),
+        }
+    }
+
+    #[test]
+    fn happy_path() {
+        let mut s = GroupState::default();
+        s.apply(Transition::JoinSent).unwrap();
+        assert_eq!(s.state(), MemberState::Joining);
+        s.apply(Transition::Joined(generation(3))).unwrap();
+        assert_eq!(s.state(), MemberState::AwaitingSync);
+        assert_eq!(s.member_id(), "m-3");
+        assert!(s.is_current(3) && !s.is_current(2));
+        assert!(!s.was_stable());
+        s.apply(Transition::Synced).unwrap();
+        assert_eq!(s.state(), MemberState::Stable);
+        assert!(s.was_stable());
+    }
+
+    #[test]
+    fn rejoin_keeps_or_resets_the_member_id() {
+        let mut s = GroupState::default();
+        s.apply(Transition::JoinSent).unwrap();
+        s.apply(Transition::Joined(generation(1))).unwrap();
+        s.apply(Transition::Synced).unwrap();
+        s.apply(Transition::RejoinNeeded {
+            reset_member_id: false,
+        })
+        .unwrap();
+        assert_eq!(s.member_id(), "m-1");
+        assert_eq!(s.state(), MemberState::Joining);
+        s.apply(Transition::RejoinNeeded {
+            reset_member_id: true,
+        })
+        .unwrap();
+        assert_eq!(s.member_id(), "");
+        assert!(s.generation().is_none());
+    }
+
+    #[test]
+    fn illegal_transitions_are_errors() {
+        let mut s = GroupState::default();
+        assert!(s.apply(Transition::Synced).is_err());
+        assert!(s.apply(Transition::Joined(generation(1))).is_err());
+        s.apply(Transition::JoinSent).unwrap();
+        assert!(s.apply(Transition::Synced).is_err());
+    }
+
+    #[test]
+    fn fenced_and_closed_are_terminal() {
+        let mut s = GroupState::default();
+        s.apply(Transition::JoinSent).unwrap();
+        s.apply(Transition::Fenced).unwrap();
+        assert_eq!(s.state(), MemberState::Fenced);
+        assert!(s.apply(Transition::JoinSent).is_err());
+        assert!(s
+            .apply(Transition::RejoinNeeded {
+                reset_member_id: true
+            })
+            .is_err());
+        s.apply(Transition::Closed).unwrap();
+        assert_eq!(s.state(), MemberState::Closed);
+        assert!(s.apply(Transition::JoinSent).is_err());
+    }
+
+    #[test]
+    fn leaving_forgets_the_generation() {
+        let mut s = GroupState::default();
+        s.apply(Transition::JoinSent).unwrap();
+        s.apply(Transition::Joined(generation(5))).unwrap();
+        s.apply(Transition::Synced).unwrap();
+        s.apply(Transition::Left).unwrap();
+        assert_eq!(s.state(), MemberState::Unjoined);
+        assert!(s.generation().is_none());
+        assert_eq!(s.member_id(), "m-5");
+    }
+}
