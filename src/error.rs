@@ -188,7 +188,7 @@ impl fmt::Display for Error {
             Error::MissingCapability { capability, missing, since_release, broker_release } => {
                 write!(f, "{capability} is not supported by this broker")?;
                 if let Some(r) = broker_release {
-                    write!(f, " (its API versions match Kafka {r})")?;
+                    write!(f, " (its API versions match Kafka {})", release_number(r))?;
                 }
                 f.write_str(": ")?;
                 for (i, m) in missing.iter().enumerate() {
@@ -201,7 +201,7 @@ impl fmt::Display for Error {
                     }
                 }
                 if let Some(r) = since_release {
-                    write!(f, "; it needs Kafka {} or newer", r.split_once('-').map_or(*r, |(_, v)| v))?;
+                    write!(f, "; it needs Kafka {} or newer", release_number(r))?;
                 }
                 Ok(())
             }
@@ -228,6 +228,11 @@ impl fmt::Display for Error {
             Error::Closed => f.write_str("closed"),
         }
     }
+}
+
+/// `zk-2.3` → `2.3`: operators know releases by number; the mode prefix is table bookkeeping.
+fn release_number(name: &str) -> &str {
+    name.split_once('-').map_or(name, |(_, v)| v)
 }
 
 impl std::error::Error for Error {

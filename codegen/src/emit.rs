@@ -411,7 +411,29 @@ fn decode_value(t: &Type, compact: &str, d: &str) -> String {
     }
 }
 
+/// Wire width and big-endian constructor of a fixed-width type, for arrays read in one go.
+fn fixed_width(t: &Type) -> Option<(usize, &'static str)> {
+    Some(match t {
+        Type::Bool => (1, "|[b]: [u8; 1]| b != 0"),
+        Type::Int8 => (1, "|[b]: [u8; 1]| b as i8"),
+        Type::Int16 => (2, "i16::from_be_bytes"),
+        Type::Uint16 => (2, "u16::from_be_bytes"),
+        Type::Int32 => (4, "i32::from_be_bytes"),
+        Type::Uint32 => (4, "u32::from_be_bytes"),
+        Type::Int64 => (8, "i64::from_be_bytes"),
+        Type::Float64 => (8, "f64::from_be_bytes"),
+        Type::Uuid => (16, "Uuid"),
+        _ => return None,
+    })
+}
+
 fn array_body(elem: &Type, compact: &str, d: &str, len: &str) -> String {
+    if let Some((width, from_be)) = fixed_width(elem) {
+        return format!(
+            "{{ let n = {len}; {d}.get_fixed_array::<{}, {width}>(n, {from_be})? }}",
+            rust_type(elem)
+        );
+    }
     format!(
         "{{ let n = {len}; let mut v: Vec<{}> = Vec::with_capacity({d}.capacity_hint::<{}>(n)); for _ in 0..n {{ v.push({}); }} v }}",
         rust_type(elem),

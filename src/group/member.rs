@@ -376,6 +376,7 @@ impl GroupMember {
                     resp.member_id
                 );
                 self.state.set_member_id(resp.member_id);
+                self.metrics.member_id_required();
                 continue;
             }
             if !self.handle_group_code(code, "JoinGroup")? {

@@ -23,6 +23,9 @@ pub struct MemberMetrics {
     pub rebalances: u64,
     /// Time since the last successful heartbeat (or join).
     pub last_heartbeat_age: Option<Duration>,
+    /// JoinGroup answers of `MEMBER_ID_REQUIRED` (KIP-394: the second round trip of a new
+    /// dynamic member on brokers 2.2+).
+    pub member_id_required: u64,
 }
 
 /// Shared between a member and its heartbeat thread.
@@ -54,6 +57,10 @@ impl Metrics {
             m.heartbeats += 1;
             *last = Some(Instant::now());
         });
+    }
+
+    pub(crate) fn member_id_required(&self) {
+        self.with(|m, _| m.member_id_required += 1);
     }
 
     pub(crate) fn heartbeat_failed(&self) {

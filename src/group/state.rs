@@ -164,11 +164,11 @@ impl GroupState {
                 self.generation = Some(g);
             }
             Transition::Synced => self.stable_once = true,
-            Transition::RejoinNeeded { reset_member_id } => {
-                if reset_member_id {
-                    self.member_id.clear();
-                    self.generation = None;
-                }
+            Transition::RejoinNeeded {
+                reset_member_id: true,
+            } => {
+                self.member_id.clear();
+                self.generation = None;
             }
             // A dynamic member that left is forgotten by the coordinator; a static one keeps
             // its member id in memory so a close racing an in-flight request cannot fence

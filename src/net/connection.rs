@@ -68,7 +68,10 @@ impl Connection {
     pub fn connect(addr: &str, config: &ConnectionConfig) -> Result<Connection> {
         let resolved: Vec<SocketAddr> = addr
             .to_socket_addrs()
-            .map_err(|source| Error::Io { addr: addr.to_string(), source })?
+            .map_err(|source| Error::Io {
+                addr: addr.to_string(),
+                source,
+            })?
             .collect();
         let mut last = Error::NoBroker(format!("{addr} resolved to no address"));
         for peer in resolved {
@@ -79,19 +82,37 @@ impl Connection {
                     return Ok(conn);
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
-                    last = Error::Timeout { which: Timeout::Connect, addr: format!("{addr} ({peer})") }
+                    last = Error::Timeout {
+                        which: Timeout::Connect,
+                        addr: format!("{addr} ({peer})"),
+                    }
                 }
-                Err(source) => last = Error::Io { addr: format!("{addr} ({peer})"), source },
+                Err(source) => {
+                    last = Error::Io {
+                        addr: format!("{addr} ({peer})"),
+                        source,
+                    }
+                }
             }
         }
         Err(last)
     }
 
-    fn from_stream(stream: TcpStream, addr: &str, peer: SocketAddr, config: &ConnectionConfig) -> Result<Self> {
-        let io_err = |source| Error::Io { addr: addr.to_string(), source };
+    fn from_stream(
+        stream: TcpStream,
+        addr: &str,
+        peer: SocketAddr,
+        config: &ConnectionConfig,
+    ) -> Result<Self> {
+        let io_err = |source| Error::Io {
+            addr: addr.to_string(),
+            source,
+        };
         // Requests are small and latency-bound (heartbeats); Nagle would hold them back.
         stream.set_nodelay(true).map_err(io_err)?;
-        stream.set_write_timeout(Some(config.request_timeout)).map_err(io_err)?;
+        stream
+            .set_write_timeout(Some(config.request_timeout))
+            .map_err(io_err)?;
         Ok(Connection {
             stream,
             addr: addr.to_string(),
@@ -126,7 +147,11 @@ impl Connection {
 
     /// The version this connection uses for `api`.
     pub fn version(&self, api: ApiKey) -> Result<i16> {
-        versions::pick(api, &self.versions, self.config.version_caps.get(&api.key()).copied())
+        versions::pick(
+            api,
+            &self.versions,
+            self.config.version_caps.get(&api.key()).copied(),
+        )
     }
 
     /// Checks that the broker supports a capability (e.g. static membership).
@@ -141,7 +166,12 @@ impl Connection {
     }
 
     /// Sends `req` at `version`, waiting up to `timeout` (default `request.timeout.ms`).
-    pub fn send_at<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<R::Response> {
+    pub fn send_at<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Option<Duration>,
+    ) -> Result<R::Response> {
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
         let mut d = self.exchange::<R>(req, version, timeout)?;
@@ -188,10 +218,11 @@ impl Connection {
         }
         let frame = self.read_frame(timeout.unwrap_or(self.config.request_timeout))?;
         let mut d = Decoder::new(frame);
-        let header = ResponseHeader::decode(&mut d, R::response_header_version(version)).map_err(|source| {
-            self.broken = true;
-            Error::Decode { api, source }
-        })?;
+        let header =
+            ResponseHeader::decode(&mut d, R::response_header_version(version)).map_err(|source| {
+                self.broken = true;
+                Error::Decode { api, source }
+            })?;
         if header.correlation_id != correlation_id {
             self.broken = true;
             return Err(Error::Protocol {
@@ -209,8 +240,14 @@ impl Connection {
         self.broken = true;
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
         match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout { which, addr: self.addr.clone() },
-            _ => Error::Io { addr: self.addr.clone(), source: e },
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout {
+                which,
+                addr: self.addr.clone(),
+            },
+            _ => Error::Io {
+                addr: self.addr.clone(),
+                source: e,
+            },
         }
     }
 
@@ -226,7 +263,10 @@ impl Connection {
             let _ = self.stream.shutdown(std::net::Shutdown::Both);
             return Err(Error::Protocol {
                 addr: self.addr.clone(),
-                violation: ProtocolViolation::FrameSize { size, max: self.config.max_response_size },
+                violation: ProtocolViolation::FrameSize {
+                    size,
+                    max: self.config.max_response_size,
+                },
             });
         }
         let size = size as usize;
@@ -291,12 +331,22 @@ impl Connection {
             let mut peek = d.clone();
             let code = KafkaCode::from_code(peek.get_i16().map_err(|source| {
                 self.broken = true;
-                Error::Decode { api: ApiKey::ApiVersions, source }
+                Error::Decode {
+                    api: ApiKey::ApiVersions,
+                    source,
+                }
             })?);
-            let body_version = if code == KafkaCode::UnsupportedVersion { 0 } else { version };
+            let body_version = if code == KafkaCode::UnsupportedVersion {
+                0
+            } else {
+                version
+            };
             let resp = ApiVersionsResponse::decode(&mut d, body_version).map_err(|source| {
                 self.broken = true;
-                Error::Decode { api: ApiKey::ApiVersions, source }
+                Error::Decode {
+                    api: ApiKey::ApiVersions,
+                    source,
+                }
             })?;
             let table: BrokerVersions = resp
                 .api_keys
@@ -305,7 +355,11 @@ impl Connection {
                 .collect();
             match versions::after_attempt(version, code, table) {
                 Ok(Handshake::Done(table)) => {
-                    log::debug!("{}: ApiVersions v{version} handshake done, {} APIs", self.addr, table.len());
+                    log::debug!(
+                        "{}: ApiVersions v{version} handshake done, {} APIs",
+                        self.addr,
+                        table.len()
+                    );
                     self.versions = table;
                     for api in ApiKey::ALL {
                         if let Ok(v) = self.version(*api) {
@@ -315,12 +369,18 @@ impl Connection {
                     return Ok(());
                 }
                 Ok(Handshake::Retry(lower)) => {
-                    log::debug!("{}: broker rejected ApiVersions v{version}, retrying with v{lower}", self.addr);
+                    log::debug!(
+                        "{}: broker rejected ApiVersions v{version}, retrying with v{lower}",
+                        self.addr
+                    );
                     version = lower;
                 }
                 Err(m) => {
                     self.broken = true;
-                    return Err(Error::Protocol { addr: self.addr.clone(), violation: ProtocolViolation::Handshake(m) });
+                    return Err(Error::Protocol {
+                        addr: self.addr.clone(),
+                        violation: ProtocolViolation::Handshake(m),
+                    });
                 }
             }
         }

@@ -49,7 +49,11 @@ pub fn by_name(name: &str) -> Option<&'static Release> {
 
 /// The oldest release whose brokers advertise at least `min` for every `(api_key, min)`.
 pub fn oldest_with(requirements: &[(i16, i16)]) -> Option<&'static Release> {
-    all().iter().find(|r| requirements.iter().all(|&(key, min)| r.range(key).is_some_and(|v| v.max >= min)))
+    all().iter().find(|r| {
+        requirements
+            .iter()
+            .all(|&(key, min)| r.range(key).is_some_and(|v| v.max >= min))
+    })
 }
 
 /// The newest release whose advertised maxima are all at or below the broker's for the APIs
@@ -57,14 +61,22 @@ pub fn oldest_with(requirements: &[(i16, i16)]) -> Option<&'static Release> {
 pub fn newest_matching(broker: &BTreeMap<i16, VersionRange>) -> Option<&'static Release> {
     all()
         .iter()
-        .filter(|r| r.apis.iter().all(|(k, v)| broker.get(k).is_some_and(|b| b.max >= v.max)))
+        .filter(|r| {
+            r.apis
+                .iter()
+                .all(|(k, v)| broker.get(k).is_some_and(|b| b.max >= v.max))
+        })
         .max_by_key(|r| (sort_key(r.name), r.apis.len()))
 }
 
 fn sort_key(name: &str) -> (u32, u32, u32) {
     let v = name.split_once('-').map_or(name, |(_, v)| v);
     let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    )
 }
 
 fn parse(text: &'static str) -> Vec<Release> {
@@ -76,7 +88,9 @@ fn parse(text: &'static str) -> Vec<Release> {
         let cols: Vec<&'static str> = line.split('\t').collect();
         // The table is compiled in and checked by a unit test, so a malformed row is a build
         // mistake; skipping it keeps this path free of panics.
-        let [name, key, _api, min, max] = cols[..] else { continue };
+        let [name, key, _api, min, max] = cols[..] else {
+            continue;
+        };
         let (Ok(key), Ok(min), Ok(max)) = (key.parse::<i16>(), min.parse::<i16>(), max.parse::<i16>()) else {
             continue;
         };
@@ -84,7 +98,10 @@ fn parse(text: &'static str) -> Vec<Release> {
             Some(r) if r.name == name => {
                 r.apis.insert(key, VersionRange::new(min, max));
             }
-            _ => releases.push(Release { name, apis: BTreeMap::from([(key, VersionRange::new(min, max))]) }),
+            _ => releases.push(Release {
+                name,
+                apis: BTreeMap::from([(key, VersionRange::new(min, max))]),
+            }),
         }
     }
     releases.sort_by_key(|r| (sort_key(r.name), r.is_kraft()));
@@ -111,12 +128,22 @@ mod tests {
         let r = oldest_with(&[(11, 5), (14, 3), (12, 3), (8, 7)]).unwrap();
         assert_eq!(r.name, "zk-2.3");
         assert_eq!(oldest_with(&[(13, 3)]).unwrap().name, "zk-2.4");
-        assert_eq!(by_name("zk-2.2").unwrap().range(11), Some(VersionRange::new(0, 4)));
+        assert_eq!(
+            by_name("zk-2.2").unwrap().range(11),
+            Some(VersionRange::new(0, 4))
+        );
     }
 
     #[test]
     fn a_release_matches_its_own_table() {
-        for name in ["zk-0.10.0", "zk-2.2", "zk-2.3", "zk-3.9", "kraft-3.9", "kraft-4.0"] {
+        for name in [
+            "zk-0.10.0",
+            "zk-2.2",
+            "zk-2.3",
+            "zk-3.9",
+            "kraft-3.9",
+            "kraft-4.0",
+        ] {
             let r = by_name(name).unwrap();
             let guess = newest_matching(&r.apis).unwrap();
             // Releases with identical tables are indistinguishable; the guess must advertise

@@ -21,7 +21,11 @@ pub fn pick(api: ApiKey, broker: &BrokerVersions, cap: Option<i16>) -> Result<i1
     let theirs = broker.get(&api.key()).copied();
     match theirs.map(|b| b.intersect(&ours)) {
         Some(common) if !common.is_empty() => Ok(common.max),
-        _ => Err(Error::UnsupportedVersion { api, ours, broker: theirs }),
+        _ => Err(Error::UnsupportedVersion {
+            api,
+            ours,
+            broker: theirs,
+        }),
     }
 }
 
@@ -37,7 +41,12 @@ pub struct Capability {
 /// KIP-345 static membership: `group.instance.id` on every group request.
 pub const STATIC_MEMBERSHIP: Capability = Capability {
     name: "static membership (group.instance.id)",
-    needs: &[(ApiKey::JoinGroup, 5), (ApiKey::SyncGroup, 3), (ApiKey::Heartbeat, 3), (ApiKey::OffsetCommit, 7)],
+    needs: &[
+        (ApiKey::JoinGroup, 5),
+        (ApiKey::SyncGroup, 3),
+        (ApiKey::Heartbeat, 3),
+        (ApiKey::OffsetCommit, 7),
+    ],
 };
 
 /// KIP-345 batch LeaveGroup: removing static members by `group.instance.id`.
@@ -56,7 +65,11 @@ pub fn check(cap: &Capability, broker: &BrokerVersions) -> Result<(), Error> {
             let b = broker.get(&api.key()).copied();
             match b {
                 Some(r) if r.max >= needed => None,
-                _ => Some(MissingApi { api, needed, broker: b }),
+                _ => Some(MissingApi {
+                    api,
+                    needed,
+                    broker: b,
+                }),
             }
         })
         .collect();
@@ -96,7 +109,9 @@ pub fn after_attempt(sent: i16, code: KafkaCode, advertised: BrokerVersions) -> 
             if next < sent && next >= 0 {
                 Ok(Handshake::Retry(next))
             } else {
-                Err(format!("broker rejected ApiVersions v{sent} and offers no lower version"))
+                Err(format!(
+                    "broker rejected ApiVersions v{sent} and offers no lower version"
+                ))
             }
         }
         other => Err(format!("broker answered ApiVersions v{sent} with {other}")),
@@ -108,14 +123,19 @@ mod tests {
     use super::*;
 
     fn table(rows: &[(i16, i16, i16)]) -> BrokerVersions {
-        rows.iter().map(|&(k, a, b)| (k, VersionRange::new(a, b))).collect()
+        rows.iter()
+            .map(|&(k, a, b)| (k, VersionRange::new(a, b)))
+            .collect()
     }
 
     #[test]
     fn picks_the_highest_common_version() {
         let b = table(&[(11, 0, 4), (12, 0, 99)]);
         assert_eq!(pick(ApiKey::JoinGroup, &b, None).unwrap(), 4);
-        assert_eq!(pick(ApiKey::Heartbeat, &b, None).unwrap(), ApiKey::Heartbeat.versions().max);
+        assert_eq!(
+            pick(ApiKey::Heartbeat, &b, None).unwrap(),
+            ApiKey::Heartbeat.versions().max
+        );
         assert_eq!(pick(ApiKey::Heartbeat, &b, Some(2)).unwrap(), 2);
     }
 
@@ -123,7 +143,14 @@ mod tests {
     fn no_overlap_is_an_error_naming_both_ranges() {
         let b = table(&[(11, 20, 30)]);
         let e = pick(ApiKey::JoinGroup, &b, None).unwrap_err();
-        assert!(matches!(e, Error::UnsupportedVersion { api: ApiKey::JoinGroup, broker: Some(_), .. }));
+        assert!(matches!(
+            e,
+            Error::UnsupportedVersion {
+                api: ApiKey::JoinGroup,
+                broker: Some(_),
+                ..
+            }
+        ));
         assert!(e.to_string().contains("broker supports 20..=30"), "{e}");
         let e = pick(ApiKey::Heartbeat, &b, None).unwrap_err();
         assert!(e.to_string().contains("does not support this API"), "{e}");
@@ -133,12 +160,25 @@ mod tests {
     fn static_membership_on_2_2_is_one_clear_error() {
         let b = releases::by_name("zk-2.2").unwrap().apis.clone();
         let e = check(&STATIC_MEMBERSHIP, &b).unwrap_err();
-        let Error::MissingCapability { missing, since_release, broker_release, .. } = &e else { panic!("{e}") };
+        let Error::MissingCapability {
+            missing,
+            since_release,
+            broker_release,
+            ..
+        } = &e
+        else {
+            panic!("{e}")
+        };
         assert_eq!(missing.len(), 4);
         assert_eq!(*since_release, Some("zk-2.3"));
         assert_eq!(*broker_release, Some("zk-2.2"));
         let text = e.to_string();
-        for part in ["JoinGroup needs v5+", "broker supports 0..=4", "SyncGroup needs v3+", "Kafka 2.3 or newer"] {
+        for part in [
+            "JoinGroup needs v5+",
+            "broker supports 0..=4",
+            "SyncGroup needs v3+",
+            "Kafka 2.3 or newer",
+        ] {
             assert!(text.contains(part), "{text}");
         }
         let ok = releases::by_name("zk-2.3").unwrap().apis.clone();
@@ -149,13 +189,22 @@ mod tests {
     #[test]
     fn kip_511_downgrade_only_moves_down() {
         let adv = table(&[(18, 0, 2)]);
-        assert_eq!(after_attempt(3, KafkaCode::UnsupportedVersion, adv.clone()), Ok(Handshake::Retry(2)));
-        assert_eq!(after_attempt(3, KafkaCode::UnsupportedVersion, BrokerVersions::new()), Ok(Handshake::Retry(0)));
+        assert_eq!(
+            after_attempt(3, KafkaCode::UnsupportedVersion, adv.clone()),
+            Ok(Handshake::Retry(2))
+        );
+        assert_eq!(
+            after_attempt(3, KafkaCode::UnsupportedVersion, BrokerVersions::new()),
+            Ok(Handshake::Retry(0))
+        );
         // A broker that rejects v2 while advertising v2, or rejects v0, ends the handshake.
         assert!(after_attempt(2, KafkaCode::UnsupportedVersion, adv).is_err());
         assert!(after_attempt(0, KafkaCode::UnsupportedVersion, BrokerVersions::new()).is_err());
         let ok = table(&[(18, 0, 3), (11, 0, 9)]);
-        assert_eq!(after_attempt(3, KafkaCode::None, ok.clone()), Ok(Handshake::Done(ok)));
+        assert_eq!(
+            after_attempt(3, KafkaCode::None, ok.clone()),
+            Ok(Handshake::Done(ok))
+        );
         assert!(after_attempt(3, KafkaCode::InvalidRequest, BrokerVersions::new()).is_err());
     }
 }

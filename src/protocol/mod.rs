@@ -269,5 +269,6 @@ mod diff_tests;
 #[cfg(test)]
 mod golden_tests;
 #[cfg(test)]
+mod hostile_tests;
 #[cfg(test)]
 mod tests;

@@ -169,6 +169,11 @@ pub fn put_tagged_raw(buf: &mut Vec<u8>, tag: u32, data: &[u8]) {
 /// Appends a tagged-field section that holds only fields the client does not know.
 #[inline]
 pub fn put_unknown_tagged(buf: &mut Vec<u8>, fields: &UnknownTaggedFields) {
+    // Nearly every struct has none, and setting up a BTreeMap iterator costs more than the byte.
+    if fields.is_empty() {
+        buf.push(0);
+        return;
+    }
     put_uvarint(buf, fields.len() as u32);
     for (tag, data) in fields {
         put_tagged_raw(buf, *tag, data);
@@ -177,108 +182,131 @@ pub fn put_unknown_tagged(buf: &mut Vec<u8>, fields: &UnknownTaggedFields) {
 
 /// Reads Kafka primitives from a frame without copying `bytes` and `records` fields: they come
 /// out as slices sharing the frame's buffer.
+///
+/// The unread part is kept as a `Bytes` that shrinks from the front (as kafka-protocol does):
+/// every read then needs one comparison against its length, where an offset into the frame
+/// needed the compiler to prove `offset <= len` and `offset + n` does not overflow as well.
 #[derive(Debug, Clone)]
 pub struct Decoder {
-    buf: Bytes,
-    pos: usize,
+    rest: Bytes,
+    /// Length of the whole buffer, so that `position` survives `rest` shrinking.
+    len: usize,
+}
+
+/// Kept out of line so that the hot path of every read is a compare and a branch.
+#[cold]
+#[inline(never)]
+fn truncated(needed: usize, remaining: usize) -> DecodeError {
+    DecodeError::Truncated { needed, remaining }
 }
 
 impl Decoder {
     /// A decoder over a whole frame (or any buffer).
     pub fn new(buf: impl Into<Bytes>) -> Self {
+        let rest = buf.into();
         Decoder {
-            buf: buf.into(),
-            pos: 0,
+            len: rest.len(),
+            rest,
         }
     }
 
     /// Bytes not yet read.
     #[inline]
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.rest.len()
     }
 
     /// How many bytes have been read.
     #[inline]
     pub fn position(&self) -> usize {
-        self.pos
+        self.len - self.rest.len()
     }
 
+    /// The next `N` bytes by value.
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
-        if n > self.remaining() {
-            return Err(DecodeError::Truncated {
-                needed: n,
-                remaining: self.remaining(),
-            });
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        match self.rest.first_chunk::<N>() {
+            Some(a) => {
+                let a = *a;
+                bytes::Buf::advance(&mut self.rest, N);
+                Ok(a)
+            }
+            None => Err(truncated(N, self.rest.len())),
         }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
     }
 
     /// Reads a boolean; any non-zero byte is true, as in Kafka.
     #[inline]
     pub fn get_bool(&mut self) -> Result<bool, DecodeError> {
-        Ok(self.take(1)?[0] != 0)
+        Ok(self.array::<1>()?[0] != 0)
     }
 
     /// Reads an `int8`.
     #[inline]
     pub fn get_i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(self.take(1)?[0] as i8)
+        Ok(self.array::<1>()?[0] as i8)
     }
 
     /// Reads a big-endian `int16`.
     #[inline]
     pub fn get_i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(BigEndian::read_i16(self.take(2)?))
+        Ok(i16::from_be_bytes(self.array()?))
     }
 
     /// Reads a big-endian `uint16`.
     #[inline]
     pub fn get_u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(BigEndian::read_u16(self.take(2)?))
+        Ok(u16::from_be_bytes(self.array()?))
     }
 
     /// Reads a big-endian `int32`.
     #[inline]
     pub fn get_i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(BigEndian::read_i32(self.take(4)?))
+        Ok(i32::from_be_bytes(self.array()?))
     }
 
     /// Reads a big-endian `uint32`.
     #[inline]
     pub fn get_u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(BigEndian::read_u32(self.take(4)?))
+        Ok(u32::from_be_bytes(self.array()?))
     }
 
     /// Reads a big-endian `int64`.
     #[inline]
     pub fn get_i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(BigEndian::read_i64(self.take(8)?))
+        Ok(i64::from_be_bytes(self.array()?))
     }
 
     /// Reads a big-endian `float64`.
     #[inline]
     pub fn get_f64(&mut self) -> Result<f64, DecodeError> {
-        Ok(BigEndian::read_f64(self.take(8)?))
+        Ok(f64::from_be_bytes(self.array()?))
     }
 
     /// Reads a UUID.
     #[inline]
     pub fn get_uuid(&mut self) -> Result<Uuid, DecodeError> {
-        let mut u = [0u8; 16];
-        u.copy_from_slice(self.take(16)?);
-        Ok(Uuid(u))
+        Ok(Uuid(self.array()?))
     }
 
     /// Reads an unsigned varint of at most 5 bytes.
     #[inline]
     pub fn get_uvarint(&mut self) -> Result<u32, DecodeError> {
+        // Lengths, counts and tags are almost always below 128: one byte, read inline.
+        match self.rest.first() {
+            Some(&b) if b < 0x80 => {
+                bytes::Buf::advance(&mut self.rest, 1);
+                Ok(b as u32)
+            }
+            _ => self.get_uvarint_long(),
+        }
+    }
+
+    #[inline(never)]
+    fn get_uvarint_long(&mut self) -> Result<u32, DecodeError> {
         let mut v: u32 = 0;
         for i in 0..5 {
-            let b = self.take(1)?[0];
+            let [b] = self.array::<1>()?;
             if i == 4 && b > 0x0f {
                 return Err(DecodeError::VarintTooLong);
             }
@@ -295,7 +323,7 @@ impl Decoder {
     pub fn get_uvarlong(&mut self) -> Result<u64, DecodeError> {
         let mut v: u64 = 0;
         for i in 0..10 {
-            let b = self.take(1)?[0];
+            let [b] = self.array::<1>()?;
             if i == 9 && b > 0x01 {
                 return Err(DecodeError::VarintTooLong);
             }
@@ -322,40 +350,45 @@ impl Decoder {
     }
 
     /// Reads a length prefix: `None` for null, else a length that fits in what remains.
-    #[inline]
+    // Always inlined into the handful of readers that use it: returned through memory, the
+    // `Result<Option<usize>>` costs more than the read itself.
+    #[inline(always)]
     fn get_len(&mut self, compact: bool, short: bool) -> Result<Option<usize>, DecodeError> {
-        let len: i64 = if compact {
-            self.get_uvarint()? as i64 - 1
-        } else if short {
-            self.get_i16()? as i64
+        let len = if compact {
+            // Stored plus one, so it cannot be below -1.
+            match self.get_uvarint()? {
+                0 => return Ok(None),
+                n => (n - 1) as usize,
+            }
         } else {
-            self.get_i32()? as i64
+            let len = if short {
+                self.get_i16()? as i32
+            } else {
+                self.get_i32()?
+            };
+            match len {
+                -1 => return Ok(None),
+                l if l < 0 => return Err(DecodeError::InvalidLength(l as i64)),
+                l => l as usize,
+            }
         };
-        if len == -1 {
-            return Ok(None);
-        }
-        if len < 0 {
-            return Err(DecodeError::InvalidLength(len));
-        }
         // Every string, bytes and array element the client decodes takes at least one byte, so
         // a length beyond what remains is garbage; rejecting it here bounds every loop and
         // allocation by the frame's own size.
-        if len as u64 > self.remaining() as u64 {
-            return Err(DecodeError::Truncated {
-                needed: len as usize,
-                remaining: self.remaining(),
-            });
+        if len > self.remaining() {
+            return Err(truncated(len, self.remaining()));
         }
-        Ok(Some(len as usize))
+        Ok(Some(len))
     }
 
     #[inline]
     fn str_from(&mut self, len: usize) -> Result<String, DecodeError> {
-        let raw = self.take(len)?;
-        match std::str::from_utf8(raw) {
-            Ok(s) => Ok(s.to_owned()),
-            Err(_) => Err(DecodeError::InvalidUtf8),
-        }
+        let s = match self.rest.get(..len) {
+            Some(raw) => std::str::from_utf8(raw).map_err(|_| DecodeError::InvalidUtf8)?.to_owned(),
+            None => return Err(truncated(len, self.remaining())),
+        };
+        bytes::Buf::advance(&mut self.rest, len);
+        Ok(s)
     }
 
     /// Reads a non-null string.
@@ -398,14 +431,35 @@ impl Decoder {
     #[inline]
     pub fn get_raw(&mut self, n: usize) -> Result<Bytes, DecodeError> {
         if n > self.remaining() {
-            return Err(DecodeError::Truncated {
-                needed: n,
-                remaining: self.remaining(),
-            });
+            return Err(truncated(n, self.remaining()));
         }
-        let b = self.buf.slice(self.pos..self.pos + n);
-        self.pos += n;
-        Ok(b)
+        Ok(self.rest.split_to(n))
+    }
+
+    /// Reads `n` elements of a fixed-width type (`N` bytes each on the wire) at once: one length
+    /// check and one exact allocation instead of a check and a capacity test per element.
+    ///
+    /// Too few bytes for all `n` is `Truncated`, as reading them one by one would end.
+    #[inline]
+    pub fn get_fixed_array<T, const N: usize>(
+        &mut self,
+        n: usize,
+        from_be: impl Fn([u8; N]) -> T,
+    ) -> Result<Vec<T>, DecodeError> {
+        let size = n.saturating_mul(N);
+        let Some(raw) = self.rest.get(..size) else {
+            return Err(truncated(size, self.remaining()));
+        };
+        let v = raw
+            .chunks_exact(N)
+            .map(|c| {
+                let mut a = [0u8; N];
+                a.copy_from_slice(c);
+                from_be(a)
+            })
+            .collect();
+        bytes::Buf::advance(&mut self.rest, size);
+        Ok(v)
     }
 
     /// Reads a non-null array length.
@@ -423,10 +477,7 @@ impl Decoder {
     /// A decoder over the next `n` bytes (a tagged field's value), advancing past them.
     #[inline]
     pub fn sub(&mut self, n: usize) -> Result<Decoder, DecodeError> {
-        Ok(Decoder {
-            buf: self.get_raw(n)?,
-            pos: 0,
-        })
+        Ok(Decoder::new(self.get_raw(n)?))
     }
 
     /// How many elements of `T` to reserve for an array of `n`: at most what the remaining bytes

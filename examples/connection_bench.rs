@@ -1,0 +1,173 @@
+//! Timed benchmark of the connection layer against a real broker (not a test: it prints
+//! figures). Measures connect + ApiVersions handshake, and the Heartbeat round trip of a real
+//! group member over many requests.
+//!
+//! ```text
+//! KAFKA_BOOTSTRAP=127.0.0.1:9092 cargo run --release --example connection_bench [-- HEARTBEATS CONNECTS]
+//! ```
+//! Without `KAFKA_BOOTSTRAP` it starts a broker with `scripts/kafka` and stops it at the end.
+
+use kafka_group::net::Connection;
+use kafka_group::protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_group::protocol::messages::{HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
+use kafka_group::protocol::ApiKey;
+use kafka_group::{Client, KafkaCode};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let heartbeats = args.first().copied().unwrap_or(10_000);
+    let connects = args.get(1).copied().unwrap_or(200);
+    let (bootstrap, started) = match std::env::var("KAFKA_BOOTSTRAP") {
+        Ok(b) => (b, None),
+        Err(_) => {
+            let dir = format!("{}/target/kafka-run/connection-bench", env!("CARGO_MANIFEST_DIR"));
+            let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+                .args([
+                    "start",
+                    "--nodes",
+                    "1",
+                    "--dir",
+                    &dir,
+                    "--owner-pid",
+                    &std::process::id().to_string(),
+                ])
+                .output()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let b = text.lines().last().unwrap_or_default().trim().to_string();
+            if !out.status.success() || b.is_empty() {
+                return Err(format!(
+                    "scripts/kafka start failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            (b, Some(dir))
+        }
+    };
+    let result = run(&bootstrap, heartbeats, connects);
+    if let Some(dir) = started {
+        let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+            .args(["stop", "--dir", &dir])
+            .status();
+    }
+    result
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+fn report(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+    println!(
+        "{name:<28} n={:<6} p50={:>9.1?} p99={:>9.1?} mean={:>9.1?} max={:>9.1?}",
+        samples.len(),
+        percentile(&samples, 0.50),
+        percentile(&samples, 0.99),
+        mean,
+        samples[samples.len() - 1]
+    );
+}
+
+fn run(bootstrap: &str, heartbeats: usize, connects: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let client = Client::builder()
+        .bootstrap_servers(bootstrap)
+        .client_id("connection-bench")
+        .build()?;
+    let meta = client.refresh_metadata(Some(&[]))?;
+    let broker = meta
+        .brokers
+        .values()
+        .next()
+        .ok_or("no broker in metadata")?
+        .clone();
+    println!("broker {} at {}", broker.id, broker.addr());
+
+    let mut samples = Vec::with_capacity(connects);
+    for _ in 0..connects {
+        let t = Instant::now();
+        let c = client.connect(&broker)?;
+        samples.push(t.elapsed());
+        drop(c);
+    }
+    report("connect + ApiVersions", samples);
+
+    let group = format!("connection-bench-{}", std::process::id());
+    let coordinator = client.find_coordinator(&group)?;
+    let mut conn: Connection = client.connect(&coordinator)?;
+    let (generation, member_id) = join(&mut conn, &group)?;
+    println!(
+        "joined {group} generation {generation} as {member_id} (Heartbeat v{})",
+        conn.version(ApiKey::Heartbeat)?
+    );
+    let hb = HeartbeatRequest {
+        group_id: group.clone(),
+        generation_id: generation,
+        member_id,
+        ..Default::default()
+    };
+    let mut samples = Vec::with_capacity(heartbeats);
+    for _ in 0..heartbeats {
+        let t = Instant::now();
+        let r = conn.send(&hb)?;
+        samples.push(t.elapsed());
+        if r.error_code != 0 {
+            return Err(format!("heartbeat error {}", KafkaCode::from_code(r.error_code)).into());
+        }
+    }
+    report("Heartbeat round trip", samples);
+    Ok(())
+}
+
+/// A one-member dynamic join (with the KIP-394 member-id round trip) and an empty sync, so
+/// heartbeats are answered for a real member.
+fn join(conn: &mut Connection, group: &str) -> Result<(i32, String), Box<dyn std::error::Error>> {
+    let mut member_id = String::new();
+    loop {
+        let req = JoinGroupRequest {
+            group_id: group.into(),
+            session_timeout_ms: 30_000,
+            rebalance_timeout_ms: 30_000,
+            member_id: member_id.clone(),
+            protocol_type: "consumer".into(),
+            protocols: vec![JoinGroupRequestProtocol {
+                name: "range".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let r = conn.send(&req)?;
+        match KafkaCode::from_code(r.error_code) {
+            KafkaCode::MemberIdRequired => member_id = r.member_id,
+            KafkaCode::None => {
+                let sync = SyncGroupRequest {
+                    group_id: group.into(),
+                    generation_id: r.generation_id,
+                    member_id: r.member_id.clone(),
+                    protocol_type: Some("consumer".into()),
+                    protocol_name: r.protocol_name.clone(),
+                    ..Default::default()
+                };
+                let v = conn.version(ApiKey::SyncGroup)?;
+                let sync = if v < 5 {
+                    SyncGroupRequest {
+                        protocol_type: None,
+                        protocol_name: None,
+                        ..sync
+                    }
+                } else {
+                    sync
+                };
+                let s = conn.send(&sync)?;
+                if s.error_code != 0 {
+                    return Err(format!("sync error {}", KafkaCode::from_code(s.error_code)).into());
+                }
+                return Ok((r.generation_id, r.member_id));
+            }
+            other => return Err(format!("join error {other}").into()),
+        }
+    }
+}

@@ -1,0 +1,1017 @@
+//! [`Admin`]: the few cluster-management calls a batch job and the integration tests need —
+//! creating and deleting topics, listing and describing consumer groups, and removing static
+//! members by `group.instance.id` (KIP-345).
+//!
+//! Every call builds its request for the version negotiated with the broker it goes to, setting
+//! a field only in the versions that have it, so an old broker gets a request it understands or
+//! a clear error, never one with a field silently dropped.
+
+use crate::client::{metadata_request, Broker, Client};
+use crate::error::{Error, Result, Timeout};
+use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
+use crate::protocol::messages::consumer_protocol_assignment;
+use crate::protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use crate::protocol::messages::delete_topics_request::DeleteTopicState;
+use crate::protocol::messages::leave_group_request::MemberIdentity;
+use crate::protocol::messages::{
+    ConsumerProtocolAssignment, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+    DescribeGroupsResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, MetadataResponse,
+};
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
+use crate::KafkaCode;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Default bound on retries of group calls, as Kafka's `default.api.timeout.ms`.
+const DEFAULT_API_TIMEOUT: Duration = Duration::from_secs(60);
+/// Ceiling for the pause between metadata polls while waiting for topics to settle.
+const MAX_POLL_BACKOFF: Duration = Duration::from_secs(1);
+/// What brokers log as the reason for an admin removal (LeaveGroup v5+, KIP-800); the same
+/// text as the Java admin client, so operators recognise it.
+const REMOVE_REASON: &str = "member was removed by an admin";
+
+/// A topic to create with [`Admin::create_topics`] (one `CreatableTopic` of CreateTopics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    /// Topic name.
+    pub name: String,
+    /// Number of partitions; -1 for the broker's `num.partitions` (CreateTopics v4+).
+    pub partitions: i32,
+    /// Replication factor; -1 for the broker's `default.replication.factor` (CreateTopics v4+).
+    pub replication_factor: i16,
+    /// Topic configuration overrides, e.g. `("retention.ms", "60000")`.
+    pub configs: Vec<(String, String)>,
+}
+
+impl NewTopic {
+    /// A topic with `partitions` partitions of `replication_factor` replicas and no config
+    /// overrides.
+    pub fn new(name: impl Into<String>, partitions: i32, replication_factor: i16) -> Self {
+        NewTopic {
+            name: name.into(),
+            partitions,
+            replication_factor,
+            configs: Vec::new(),
+        }
+    }
+
+    /// Adds a topic configuration override (e.g. `cleanup.policy`).
+    pub fn config(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.configs.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// One group as [`Admin::list_groups`] (ListGroups) reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListedGroup {
+    /// `group.id`.
+    pub group_id: String,
+    /// Protocol type, `consumer` for consumer groups (empty for KIP-848 groups on some brokers).
+    pub protocol_type: String,
+    /// Group state such as `Stable` or `Empty`; `None` from brokers before Kafka 2.6
+    /// (ListGroups v4).
+    pub state: Option<String>,
+}
+
+/// A member's assignment from DescribeGroups, decoded as the consumer protocol's
+/// `ConsumerProtocolAssignment`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemberAssignment {
+    /// The `ConsumerProtocolAssignment` version the leader wrote.
+    pub version: i16,
+    /// Topic → assigned partitions.
+    pub partitions: BTreeMap<String, Vec<i32>>,
+    /// The assignor's user data, if any.
+    pub user_data: Option<Bytes>,
+}
+
+/// One member of a group, from DescribeGroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDescription {
+    /// Member id the coordinator assigned.
+    pub member_id: String,
+    /// `group.instance.id` for static members (DescribeGroups v4+, Kafka 2.4+).
+    pub group_instance_id: Option<String>,
+    /// `client.id` of the member's last JoinGroup.
+    pub client_id: String,
+    /// Host the member connected from.
+    pub client_host: String,
+    /// The member's protocol metadata (for consumers, its `ConsumerProtocolSubscription`).
+    pub metadata: Bytes,
+    /// The assignment the leader gave the member, as sent.
+    pub assignment: Bytes,
+    /// `assignment` decoded, for groups of protocol type `consumer` that have one (`None`
+    /// during a rebalance, for other protocol types, or if the bytes do not parse).
+    pub decoded_assignment: Option<MemberAssignment>,
+}
+
+/// A group as [`Admin::describe_group`] (DescribeGroups) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// `group.id`.
+    pub group_id: String,
+    /// State: `Stable`, `Empty`, `PreparingRebalance`, `CompletingRebalance`, or `Dead` for a
+    /// group the coordinator does not know.
+    pub state: String,
+    /// Protocol type, `consumer` for consumer groups.
+    pub protocol_type: String,
+    /// The chosen protocol (for consumers, the assignor name, e.g. `range`).
+    pub protocol: String,
+    /// Current members.
+    pub members: Vec<MemberDescription>,
+}
+
+/// Cluster administration over a [`Client`]: topics and consumer groups.
+///
+/// Cheap to clone; it shares the client's connections and metadata cache.
+///
+/// ```no_run
+/// use kafka_group::{Admin, Client, NewTopic};
+/// use std::time::Duration;
+///
+/// # fn main() -> kafka_group::Result<()> {
+/// let client = Client::builder().bootstrap_servers("localhost:9092").build()?;
+/// let admin = Admin::new(&client);
+/// admin.create_topics_if_missing(&[NewTopic::new("events", 6, 3)], Duration::from_secs(30))?;
+/// for group in admin.list_groups()? {
+///     println!("{} {:?}", group.group_id, group.state);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Admin {
+    client: Client,
+    api_timeout: Duration,
+}
+
+impl Admin {
+    /// An admin handle using (a clone of) `client`.
+    pub fn new(client: &Client) -> Self {
+        Admin {
+            client: client.clone(),
+            api_timeout: DEFAULT_API_TIMEOUT,
+        }
+    }
+
+    /// `default.api.timeout.ms`: how long group calls keep retrying while the coordinator
+    /// moves or loads. Default 60 s. Topic calls take their own timeout.
+    pub fn api_timeout(mut self, t: Duration) -> Self {
+        self.api_timeout = t;
+        self
+    }
+
+    /// Creates `topics` (CreateTopics), then waits until every broker's metadata (Metadata)
+    /// shows each of them with all partitions led, so that producers and consumers started
+    /// right after see a settled topic. Everything, including the wait, is bounded by
+    /// `timeout`.
+    ///
+    /// A topic that already exists is an error (`TOPIC_ALREADY_EXISTS`); see
+    /// [`Admin::create_topics_if_missing`]. Errors name the first topic that failed.
+    pub fn create_topics(&self, topics: &[NewTopic], timeout: Duration) -> Result<()> {
+        self.create(topics, timeout, false)
+    }
+
+    /// As [`Admin::create_topics`] (CreateTopics), but a topic that already exists counts as
+    /// created (its partition count is not checked); the call still waits for its leaders.
+    pub fn create_topics_if_missing(&self, topics: &[NewTopic], timeout: Duration) -> Result<()> {
+        self.create(topics, timeout, true)
+    }
+
+    fn create(&self, topics: &[NewTopic], timeout: Duration, tolerate_existing: bool) -> Result<()> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + timeout;
+        let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+        let accept = |code: KafkaCode| tolerate_existing && code == KafkaCode::TopicAlreadyExists;
+        self.per_topic_to_controller(
+            ApiKey::CreateTopics,
+            &names,
+            deadline,
+            accept,
+            |pending, timeout_ms| {
+                let batch: Vec<&NewTopic> = topics
+                    .iter()
+                    .filter(|t| pending.contains(&t.name.as_str()))
+                    .collect();
+                let resp = self.send_to_controller(|_| create_topics_request(&batch, timeout_ms))?;
+                Ok(resp
+                    .topics
+                    .into_iter()
+                    .map(|t| (Some(t.name), KafkaCode::from_code(t.error_code), t.error_message))
+                    .collect())
+            },
+        )?;
+        let wanted: Vec<(&str, i32)> = topics.iter().map(|t| (t.name.as_str(), t.partitions)).collect();
+        self.wait_for_metadata(
+            &names,
+            deadline,
+            "waiting for the new topics' partition leaders",
+            |resp| {
+                wanted
+                    .iter()
+                    .all(|&(name, partitions)| topic_ready(resp, name, partitions))
+            },
+        )
+    }
+
+    /// Deletes `topics` (DeleteTopics), then waits until no broker's metadata (Metadata) shows
+    /// them any more. Everything, including the wait, is bounded by `timeout`. A topic that
+    /// does not exist is an error (`UNKNOWN_TOPIC_OR_PARTITION`).
+    pub fn delete_topics(&self, topics: &[&str], timeout: Duration) -> Result<()> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + timeout;
+        self.per_topic_to_controller(
+            ApiKey::DeleteTopics,
+            topics,
+            deadline,
+            |_| false,
+            |pending, timeout_ms| {
+                let resp = self.send_to_controller(|v| delete_topics_request(pending, timeout_ms, v))?;
+                Ok(resp
+                    .responses
+                    .into_iter()
+                    .map(|t| (t.name, KafkaCode::from_code(t.error_code), t.error_message))
+                    .collect())
+            },
+        )?;
+        self.wait_for_metadata(topics, deadline, "waiting for the topics to disappear", |resp| {
+            topics.iter().all(|name| topic_gone(resp, name))
+        })
+    }
+
+    /// Lists the groups of every broker in the cluster (ListGroups to each, merged, sorted by
+    /// group id).
+    pub fn list_groups(&self) -> Result<Vec<ListedGroup>> {
+        let deadline = Instant::now() + self.api_timeout;
+        let brokers = self.client.refresh_metadata(Some(&[]))?.brokers.clone();
+        let mut groups = BTreeMap::new();
+        for &id in brokers.keys() {
+            let listed =
+                self.retry_coordinator_errors(deadline, &format!("ListGroups on broker {id}"), || {
+                    let resp = self.client.send_to(id, |_| ListGroupsRequest::default())?;
+                    let code = KafkaCode::from_code(resp.error_code);
+                    if code.is_error() {
+                        return Err(kafka_error(
+                            ApiKey::ListGroups,
+                            code,
+                            &format!("broker {id}"),
+                            None,
+                        ));
+                    }
+                    Ok(resp.groups)
+                })?;
+            for g in listed {
+                // Only v4+ carries the state; below it the field decodes to its empty default.
+                let state = Some(g.group_state).filter(|s| !s.is_empty());
+                groups.insert(
+                    g.group_id.clone(),
+                    ListedGroup {
+                        group_id: g.group_id,
+                        protocol_type: g.protocol_type,
+                        state,
+                    },
+                );
+            }
+        }
+        Ok(groups.into_values().collect())
+    }
+
+    /// Describes `group` (DescribeGroups to its coordinator, found with FindCoordinator). A
+    /// group the coordinator does not know comes back in state `Dead` with no members.
+    pub fn describe_group(&self, group: &str) -> Result<GroupDescription> {
+        self.with_coordinator(group, |coordinator| {
+            let resp = self
+                .client
+                .send_to(coordinator.id, |_| describe_groups_request(group))?;
+            group_description(group, resp)
+        })
+    }
+
+    /// Removes static members of `group` by their `group.instance.id` (LeaveGroup v3+, sent to
+    /// the coordinator), as `kafka-consumer-groups --delete` of a static member would. Returns
+    /// each id with its own outcome, in the order given: `UNKNOWN_MEMBER_ID` if no member has
+    /// that id, `FENCED_INSTANCE_ID` if it has a different member id.
+    ///
+    /// Fails with [`Error::MissingCapability`] on coordinators before Kafka 2.4, which cannot
+    /// remove members by instance id, and with [`Error::Kafka`] for group-level errors.
+    pub fn remove_members(
+        &self,
+        group: &str,
+        instance_ids: &[&str],
+    ) -> Result<Vec<(String, Result<(), KafkaCode>)>> {
+        if instance_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.with_coordinator(group, |coordinator| {
+            let broker_versions = self.client.broker_versions(coordinator.id)?;
+            versions::check(&REMOVE_MEMBERS_BY_INSTANCE_ID, &broker_versions)?;
+            // The broker could do it, but a configured version cap may keep us below v3.
+            let cap = self
+                .client
+                .connection_config()
+                .version_caps
+                .get(&ApiKey::LeaveGroup.key())
+                .copied();
+            if versions::pick(ApiKey::LeaveGroup, &broker_versions, cap)? < 3 {
+                return Err(Error::Config {
+                    property: "max_api_version",
+                    problem: format!(
+                        "LeaveGroup is capped below v3, which {} needs",
+                        REMOVE_MEMBERS_BY_INSTANCE_ID.name
+                    ),
+                });
+            }
+            let resp = self
+                .client
+                .send_to(coordinator.id, |_| leave_group_request(group, instance_ids))?;
+            member_outcomes(group, instance_ids, resp)
+        })
+    }
+
+    /// Runs `call` against the coordinator of `group`, finding it again while the group is
+    /// moving or loading, until `default.api.timeout.ms`.
+    fn with_coordinator<T>(&self, group: &str, mut call: impl FnMut(&Broker) -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + self.api_timeout;
+        self.retry_coordinator_errors(deadline, &format!("group {group}"), || {
+            let coordinator = self.client.find_coordinator(group)?;
+            call(&coordinator)
+        })
+    }
+
+    fn retry_coordinator_errors<T>(
+        &self,
+        deadline: Instant,
+        what: &str,
+        mut call: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        loop {
+            match call() {
+                Err(e) if is_coordinator_error(&e) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(Error::Timeout {
+                            which: Timeout::Retries,
+                            addr: format!("{what}: {e}"),
+                        });
+                    }
+                    log::debug!("{what}: {e}; retrying");
+                    std::thread::sleep(self.client.retry_backoff().min(deadline - now));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The controller for ZooKeeper-mode clusters, which only accept topic changes there. KRaft
+    /// brokers report a random live broker as `controller_id` and forward to the real
+    /// controller, so the same rule serves both.
+    fn send_to_controller<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
+        let meta = self.client.refresh_metadata(Some(&[]))?;
+        if meta.brokers.contains_key(&meta.controller_id) {
+            self.client.send_to(meta.controller_id, build)
+        } else {
+            self.client.send_any(build)
+        }
+    }
+
+    /// Sends a per-topic request for `names`, resending the topics answered `NOT_CONTROLLER`
+    /// (the controller moved; nothing was done for them) until `deadline`. `send` gets the
+    /// topics still pending and the broker-side timeout, and returns `(name, code, message)`
+    /// per topic. Codes for which `accept` holds count as success.
+    fn per_topic_to_controller(
+        &self,
+        api: ApiKey,
+        names: &[&str],
+        deadline: Instant,
+        accept: impl Fn(KafkaCode) -> bool,
+        mut send: impl FnMut(&[&str], i32) -> Result<Vec<TopicOutcome>>,
+    ) -> Result<()> {
+        let mut pending: Vec<&str> = names.to_vec();
+        while !pending.is_empty() {
+            let outcomes = send(&pending, self.broker_timeout_ms(deadline))?;
+            let mut retry = Vec::new();
+            for &name in &pending {
+                let found = outcomes.iter().find(|(n, ..)| n.as_deref() == Some(name));
+                let Some((_, code, message)) = found else {
+                    let message = Some(format!("topic {name}: missing from the response"));
+                    return Err(Error::Kafka {
+                        api,
+                        code: KafkaCode::UnknownServerError,
+                        message,
+                    });
+                };
+                match *code {
+                    KafkaCode::None => {}
+                    c if accept(c) => log::debug!("{}: topic {name}: {c}, accepted", api.name()),
+                    KafkaCode::NotController => retry.push(name),
+                    c => return Err(kafka_error(api, c, &format!("topic {name}"), message.clone())),
+                }
+            }
+            if !retry.is_empty() {
+                let now = Instant::now();
+                if now >= deadline {
+                    let what = format!("{}({}): the controller kept moving", api.name(), retry.join(","));
+                    return Err(Error::Timeout {
+                        which: Timeout::Retries,
+                        addr: what,
+                    });
+                }
+                log::debug!("{}: NOT_CONTROLLER for {retry:?}; resending", api.name());
+                std::thread::sleep(self.client.retry_backoff().min(deadline - now));
+            }
+            pending = retry;
+        }
+        Ok(())
+    }
+
+    /// The `timeoutMs` to send: what is left of the caller's timeout, but short enough that the
+    /// broker's own timeout answer arrives before `request.timeout.ms` drops the connection.
+    fn broker_timeout_ms(&self, deadline: Instant) -> i32 {
+        let request_timeout = self.client.connection_config().request_timeout;
+        let headroom = request_timeout - request_timeout / 4;
+        let t = deadline.saturating_duration_since(Instant::now()).min(headroom);
+        i32::try_from(t.as_millis()).unwrap_or(i32::MAX).max(1)
+    }
+
+    /// Polls every reachable broker's metadata for `topics` until `ready` holds for all of
+    /// them, then refreshes the client's cache so that it shows the settled state.
+    fn wait_for_metadata(
+        &self,
+        topics: &[&str],
+        deadline: Instant,
+        what: &str,
+        ready: impl Fn(&MetadataResponse) -> bool,
+    ) -> Result<()> {
+        let mut backoff = self.client.retry_backoff();
+        loop {
+            let last_error = match self.every_broker_shows(topics, &ready) {
+                Ok(true) => break,
+                Ok(false) => None,
+                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => Some(e),
+                Err(e) => return Err(e),
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                let mut addr = format!("{what} ({})", topics.join(","));
+                if let Some(e) = last_error {
+                    addr.push_str(&format!("; last error: {e}"));
+                }
+                return Err(Error::Timeout {
+                    which: Timeout::Retries,
+                    addr,
+                });
+            }
+            std::thread::sleep(backoff.min(deadline - now));
+            backoff = (backoff * 2).min(MAX_POLL_BACKOFF);
+        }
+        self.client.refresh_metadata(Some(topics))?;
+        Ok(())
+    }
+
+    /// Whether every broker that answers agrees (brokers learn of topic changes one by one, and
+    /// a consumer may ask any of them). A broker that cannot be reached is not waited for.
+    fn every_broker_shows(
+        &self,
+        topics: &[&str],
+        ready: &impl Fn(&MetadataResponse) -> bool,
+    ) -> Result<bool> {
+        let brokers = self.client.refresh_metadata(Some(&[]))?.brokers.clone();
+        let mut answered = 0;
+        for &id in brokers.keys() {
+            match self.client.send_to(id, |v| metadata_request(Some(topics), v)) {
+                Ok(resp) if ready(&resp) => answered += 1,
+                Ok(_) => return Ok(false),
+                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                    log::debug!("broker {id} unreachable while polling metadata: {e}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(answered > 0)
+    }
+}
+
+/// `(topic name, error code, error message)` from a per-topic response.
+type TopicOutcome = (Option<String>, KafkaCode, Option<String>);
+
+/// Whether `e` says the group's coordinator is moving, loading or unreachable.
+fn is_coordinator_error(e: &Error) -> bool {
+    match e {
+        Error::Kafka { code, .. } => matches!(
+            code,
+            KafkaCode::NotCoordinator
+                | KafkaCode::CoordinatorNotAvailable
+                | KafkaCode::CoordinatorLoadInProgress
+        ),
+        // FindCoordinator already retried until its own deadline.
+        Error::Timeout {
+            which: Timeout::Retries,
+            ..
+        } => false,
+        other => other.breaks_connection(),
+    }
+}
+
+/// A broker error for one item, with the item (`topic x`, `group g`) leading the message.
+fn kafka_error(api: ApiKey, code: KafkaCode, what: &str, message: Option<String>) -> Error {
+    let message = match message.filter(|m| !m.is_empty()) {
+        Some(m) => format!("{what}: {m}"),
+        None => what.to_string(),
+    };
+    Error::Kafka {
+        api,
+        code,
+        message: Some(message),
+    }
+}
+
+/// CreateTopics: every field the client sets exists in every version (v0+).
+fn create_topics_request(topics: &[&NewTopic], timeout_ms: i32) -> CreateTopicsRequest {
+    CreateTopicsRequest {
+        topics: topics
+            .iter()
+            .map(|t| CreatableTopic {
+                name: t.name.clone(),
+                num_partitions: t.partitions,
+                replication_factor: t.replication_factor,
+                configs: t
+                    .configs
+                    .iter()
+                    .map(|(name, value)| CreatableTopicConfig {
+                        name: name.clone(),
+                        value: Some(value.clone()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        timeout_ms,
+        ..Default::default()
+    }
+}
+
+/// DeleteTopics: names as plain strings up to v5; v6 (KIP-516) lists `{name, topic id}`
+/// pairs, where a nil id means "by name".
+fn delete_topics_request(names: &[&str], timeout_ms: i32, version: i16) -> DeleteTopicsRequest {
+    if version >= 6 {
+        DeleteTopicsRequest {
+            topics: names
+                .iter()
+                .map(|n| DeleteTopicState {
+                    name: Some(n.to_string()),
+                    ..Default::default()
+                })
+                .collect(),
+            timeout_ms,
+            ..Default::default()
+        }
+    } else {
+        DeleteTopicsRequest {
+            topic_names: names.iter().map(|n| n.to_string()).collect(),
+            timeout_ms,
+            ..Default::default()
+        }
+    }
+}
+
+/// DescribeGroups for one group, without authorized operations (v3+ would compute them for
+/// nothing).
+fn describe_groups_request(group: &str) -> DescribeGroupsRequest {
+    DescribeGroupsRequest {
+        groups: vec![group.to_string()],
+        ..Default::default()
+    }
+}
+
+/// LeaveGroup naming members by instance id. Only v3+ has the `members` list; below it the
+/// request cannot express this, and the codec refuses to encode it rather than send a
+/// request without the members.
+fn leave_group_request(group: &str, instance_ids: &[&str]) -> LeaveGroupRequest {
+    LeaveGroupRequest {
+        group_id: group.to_string(),
+        members: instance_ids
+            .iter()
+            .map(|id| MemberIdentity {
+                // An empty member id with an instance id means "whichever member holds it".
+                member_id: String::new(),
+                group_instance_id: Some(id.to_string()),
+                // Ignorable: v3 and v4 drop it.
+                reason: Some(REMOVE_REASON.to_string()),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupDescription> {
+    let Some(g) = resp.groups.into_iter().find(|g| g.group_id == group) else {
+        let message = Some(format!("group {group}: missing from the response"));
+        return Err(Error::Kafka {
+            api: ApiKey::DescribeGroups,
+            code: KafkaCode::UnknownServerError,
+            message,
+        });
+    };
+    let code = KafkaCode::from_code(g.error_code);
+    if code == KafkaCode::GroupIdNotFound {
+        // Kafka 4.0+ may say so outright (KIP-1043) where older coordinators describe an
+        // unknown group as `Dead`; callers get the same answer from both.
+        return Ok(GroupDescription {
+            group_id: g.group_id,
+            state: "Dead".into(),
+            protocol_type: String::new(),
+            protocol: String::new(),
+            members: Vec::new(),
+        });
+    }
+    if code.is_error() {
+        return Err(kafka_error(
+            ApiKey::DescribeGroups,
+            code,
+            &format!("group {group}"),
+            None,
+        ));
+    }
+    let consumer = g.protocol_type == "consumer";
+    let members = g
+        .members
+        .into_iter()
+        .map(|m| {
+            let decoded_assignment = if consumer && !m.member_assignment.is_empty() {
+                decode_assignment(&m.member_assignment)
+                    .map_err(|e| {
+                        log::debug!(
+                            "group {group}: member {}: undecodable assignment: {e}",
+                            m.member_id
+                        )
+                    })
+                    .ok()
+            } else {
+                None
+            };
+            MemberDescription {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                metadata: m.member_metadata,
+                assignment: m.member_assignment,
+                decoded_assignment,
+            }
+        })
+        .collect();
+    Ok(GroupDescription {
+        group_id: g.group_id,
+        state: g.group_state,
+        protocol_type: g.protocol_type,
+        protocol: g.protocol_data,
+        members,
+    })
+}
+
+/// A `ConsumerProtocolAssignment` behind its `i16` version prefix. Later versions only append
+/// fields, so one newer than the client knows is read as the newest known one and its extra
+/// bytes are ignored, as the Java consumer does.
+fn decode_assignment(raw: &Bytes) -> Result<MemberAssignment, DecodeError> {
+    let mut d = Decoder::new(raw.clone());
+    let version = d.get_i16()?;
+    if version < 0 {
+        return Err(DecodeError::UnsupportedVersion {
+            message: ConsumerProtocolAssignment::NAME,
+            version,
+        });
+    }
+    let a =
+        ConsumerProtocolAssignment::decode(&mut d, version.min(ConsumerProtocolAssignment::VERSIONS.max))?;
+    let mut partitions: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for consumer_protocol_assignment::TopicPartition {
+        topic,
+        partitions: ps,
+        ..
+    } in a.assigned_partitions
+    {
+        partitions.entry(topic).or_default().extend(ps);
+    }
+    Ok(MemberAssignment {
+        version,
+        partitions,
+        user_data: a.user_data,
+    })
+}
+
+fn member_outcomes(
+    group: &str,
+    instance_ids: &[&str],
+    resp: LeaveGroupResponse,
+) -> Result<Vec<(String, Result<(), KafkaCode>)>> {
+    let code = KafkaCode::from_code(resp.error_code);
+    if code.is_error() {
+        return Err(kafka_error(
+            ApiKey::LeaveGroup,
+            code,
+            &format!("group {group}"),
+            None,
+        ));
+    }
+    Ok(instance_ids
+        .iter()
+        .map(|&id| {
+            let found = resp
+                .members
+                .iter()
+                .find(|m| m.group_instance_id.as_deref() == Some(id));
+            let outcome = match found.map(|m| KafkaCode::from_code(m.error_code)) {
+                Some(KafkaCode::None) => Ok(()),
+                Some(c) => Err(c),
+                None => {
+                    log::warn!("group {group}: LeaveGroup response has no entry for instance {id}");
+                    Err(KafkaCode::UnknownServerError)
+                }
+            };
+            (id.to_string(), outcome)
+        })
+        .collect())
+}
+
+/// Whether `resp` shows `name` with all partitions led (and `partitions` of them, if positive).
+fn topic_ready(resp: &MetadataResponse, name: &str, partitions: i32) -> bool {
+    let Some(t) = resp.topics.iter().find(|t| t.name.as_deref() == Some(name)) else {
+        return false;
+    };
+    KafkaCode::from_code(t.error_code) == KafkaCode::None
+        && !t.partitions.is_empty()
+        && (partitions <= 0 || t.partitions.len() == partitions as usize)
+        && t.partitions.iter().all(|p| p.leader_id >= 0)
+}
+
+/// Whether `resp` no longer knows `name`.
+fn topic_gone(resp: &MetadataResponse, name: &str) -> bool {
+    match resp.topics.iter().find(|t| t.name.as_deref() == Some(name)) {
+        None => true,
+        Some(t) => KafkaCode::from_code(t.error_code) == KafkaCode::UnknownTopicOrPartition,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+    use crate::protocol::messages::leave_group_response::MemberResponse;
+    use crate::protocol::messages::metadata_response::{MetadataResponsePartition, MetadataResponseTopic};
+    use crate::protocol::EncodeError;
+
+    fn versions(api: ApiKey) -> std::ops::RangeInclusive<i16> {
+        api.versions().min..=api.versions().max
+    }
+
+    #[test]
+    fn every_request_encodes_in_every_version() {
+        let topic = NewTopic::new("t", 6, 1).config("retention.ms", "1000");
+        for v in versions(ApiKey::CreateTopics) {
+            create_topics_request(&[&topic], 1000).to_bytes(v).unwrap();
+        }
+        for v in versions(ApiKey::DeleteTopics) {
+            delete_topics_request(&["a", "b"], 1000, v).to_bytes(v).unwrap();
+        }
+        for v in versions(ApiKey::ListGroups) {
+            ListGroupsRequest::default().to_bytes(v).unwrap();
+        }
+        for v in versions(ApiKey::DescribeGroups) {
+            describe_groups_request("g").to_bytes(v).unwrap();
+        }
+        for v in 3..=ApiKey::LeaveGroup.versions().max {
+            leave_group_request("g", &["i-1", "i-2"]).to_bytes(v).unwrap();
+        }
+    }
+
+    #[test]
+    fn leave_group_by_instance_id_refuses_versions_without_members() {
+        for v in 0..3 {
+            let e = leave_group_request("g", &["i-1"]).to_bytes(v).unwrap_err();
+            assert!(
+                matches!(e, EncodeError::UnsupportedField { field: "members", .. }),
+                "v{v}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn delete_topics_puts_names_where_the_version_has_them() {
+        let old = delete_topics_request(&["a"], 5, 5);
+        assert_eq!(old.topic_names, vec!["a".to_string()]);
+        assert!(old.topics.is_empty());
+        let new = delete_topics_request(&["a"], 5, 6);
+        assert!(new.topic_names.is_empty());
+        assert_eq!(new.topics[0].name.as_deref(), Some("a"));
+        assert_eq!(new.topics[0].topic_id, crate::protocol::Uuid::NIL);
+    }
+
+    #[test]
+    fn create_topics_carries_partitions_and_configs() {
+        let topic = NewTopic::new("t", 6, 3).config("cleanup.policy", "compact");
+        let r = create_topics_request(&[&topic], 42);
+        assert_eq!(r.timeout_ms, 42);
+        assert_eq!(
+            (r.topics[0].num_partitions, r.topics[0].replication_factor),
+            (6, 3)
+        );
+        assert_eq!(r.topics[0].configs[0].name, "cleanup.policy");
+        assert_eq!(r.topics[0].configs[0].value.as_deref(), Some("compact"));
+    }
+
+    fn assignment_bytes(version: i16, a: &ConsumerProtocolAssignment, extra: &[u8]) -> Bytes {
+        let mut buf = version.to_be_bytes().to_vec();
+        a.encode(version.min(3), &mut buf).unwrap();
+        buf.extend_from_slice(extra);
+        buf.into()
+    }
+
+    #[test]
+    fn consumer_assignments_decode_in_every_version_and_newer() {
+        let a = ConsumerProtocolAssignment {
+            assigned_partitions: vec![
+                consumer_protocol_assignment::TopicPartition {
+                    topic: "a".into(),
+                    partitions: vec![0, 2],
+                    ..Default::default()
+                },
+                consumer_protocol_assignment::TopicPartition {
+                    topic: "b".into(),
+                    partitions: vec![1],
+                    ..Default::default()
+                },
+            ],
+            user_data: Some(Bytes::from_static(b"u")),
+            ..Default::default()
+        };
+        for v in 0..=3 {
+            let d = decode_assignment(&assignment_bytes(v, &a, &[])).unwrap();
+            assert_eq!(d.version, v);
+            assert_eq!(d.partitions["a"], vec![0, 2]);
+            assert_eq!(d.partitions["b"], vec![1]);
+            assert_eq!(d.user_data.as_deref(), Some(&b"u"[..]));
+        }
+        let future = decode_assignment(&assignment_bytes(9, &a, &[1, 2, 3])).unwrap();
+        assert_eq!(future.version, 9);
+        assert_eq!(future.partitions.len(), 2);
+        assert!(decode_assignment(&Bytes::from_static(&[0xff, 0xff])).is_err());
+        assert!(decode_assignment(&Bytes::from_static(&[0])).is_err());
+    }
+
+    #[test]
+    fn group_descriptions_decode_consumer_assignments_only() {
+        let a = ConsumerProtocolAssignment {
+            assigned_partitions: vec![consumer_protocol_assignment::TopicPartition {
+                topic: "t".into(),
+                partitions: vec![3],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let member = DescribedGroupMember {
+            member_id: "m".into(),
+            group_instance_id: Some("i".into()),
+            member_assignment: assignment_bytes(3, &a, &[]),
+            ..Default::default()
+        };
+        let group = |protocol_type: &str| DescribeGroupsResponse {
+            groups: vec![DescribedGroup {
+                group_id: "g".into(),
+                group_state: "Stable".into(),
+                protocol_type: protocol_type.into(),
+                protocol_data: "range".into(),
+                members: vec![member.clone()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let d = group_description("g", group("consumer")).unwrap();
+        assert_eq!((d.state.as_str(), d.protocol.as_str()), ("Stable", "range"));
+        assert_eq!(d.members[0].group_instance_id.as_deref(), Some("i"));
+        assert_eq!(
+            d.members[0].decoded_assignment.as_ref().unwrap().partitions["t"],
+            vec![3]
+        );
+        let d = group_description("g", group("connect")).unwrap();
+        assert!(d.members[0].decoded_assignment.is_none());
+        assert!(!d.members[0].assignment.is_empty());
+
+        let mut unknown = group("");
+        unknown.groups[0].error_code = KafkaCode::GroupIdNotFound.code();
+        let d = group_description("g", unknown).unwrap();
+        assert_eq!(d.state, "Dead");
+        assert!(d.members.is_empty());
+
+        let mut failed = group("consumer");
+        failed.groups[0].error_code = KafkaCode::GroupAuthorizationFailed.code();
+        let e = group_description("g", failed).unwrap_err();
+        assert_eq!(e.kafka_code(), Some(KafkaCode::GroupAuthorizationFailed));
+        assert!(e.to_string().contains("group g"), "{e}");
+    }
+
+    #[test]
+    fn leave_group_outcomes_per_instance_in_request_order() {
+        let member = |id: &str, code: KafkaCode| MemberResponse {
+            group_instance_id: Some(id.into()),
+            error_code: code.code(),
+            ..Default::default()
+        };
+        let resp = LeaveGroupResponse {
+            members: vec![
+                member("b", KafkaCode::UnknownMemberId),
+                member("a", KafkaCode::None),
+            ],
+            ..Default::default()
+        };
+        let out = member_outcomes("g", &["a", "b", "c"], resp).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                ("a".to_string(), Ok(())),
+                ("b".to_string(), Err(KafkaCode::UnknownMemberId)),
+                ("c".to_string(), Err(KafkaCode::UnknownServerError)),
+            ]
+        );
+        let resp = LeaveGroupResponse {
+            error_code: KafkaCode::GroupIdNotFound.code(),
+            ..Default::default()
+        };
+        let e = member_outcomes("g", &["a"], resp).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::Kafka {
+                api: ApiKey::LeaveGroup,
+                code: KafkaCode::GroupIdNotFound,
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("group g"), "{e}");
+    }
+
+    #[test]
+    fn topic_readiness_needs_every_partition_led() {
+        let topic = |name: &str, code: KafkaCode, leaders: &[i32]| MetadataResponseTopic {
+            name: Some(name.into()),
+            error_code: code.code(),
+            partitions: leaders
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| MetadataResponsePartition {
+                    partition_index: i as i32,
+                    leader_id: l,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let resp = |t: MetadataResponseTopic| MetadataResponse {
+            topics: vec![t],
+            ..Default::default()
+        };
+        assert!(topic_ready(&resp(topic("t", KafkaCode::None, &[1, 2])), "t", 2));
+        assert!(topic_ready(&resp(topic("t", KafkaCode::None, &[1, 2])), "t", -1));
+        assert!(!topic_ready(&resp(topic("t", KafkaCode::None, &[1, -1])), "t", 2));
+        assert!(!topic_ready(&resp(topic("t", KafkaCode::None, &[1])), "t", 2));
+        assert!(!topic_ready(
+            &resp(topic("t", KafkaCode::LeaderNotAvailable, &[])),
+            "t",
+            -1
+        ));
+        assert!(!topic_ready(&resp(topic("u", KafkaCode::None, &[1])), "t", 1));
+        assert!(topic_gone(
+            &resp(topic("t", KafkaCode::UnknownTopicOrPartition, &[])),
+            "t"
+        ));
+        assert!(topic_gone(&resp(topic("u", KafkaCode::None, &[1])), "t"));
+        assert!(!topic_gone(&resp(topic("t", KafkaCode::None, &[1])), "t"));
+    }
+
+    #[test]
+    fn item_errors_name_the_item() {
+        let e = kafka_error(
+            ApiKey::CreateTopics,
+            KafkaCode::TopicAlreadyExists,
+            "topic t",
+            Some("exists".into()),
+        );
+        assert_eq!(
+            e.to_string(),
+            "CreateTopics failed: TOPIC_ALREADY_EXISTS (36): topic t: exists"
+        );
+        let e = kafka_error(
+            ApiKey::DeleteTopics,
+            KafkaCode::UnknownTopicOrPartition,
+            "topic t",
+            Some(String::new()),
+        );
+        assert!(e.to_string().ends_with(": topic t"), "{e}");
+    }
+}

@@ -1,0 +1,480 @@
+//! Group membership against a real broker: static restarts, eviction, fencing, dynamic joins.
+
+use crate::support::broker;
+use crate::support::unique_name;
+use kafka_group::group::{GroupEvent, GroupMember, MemberState, TopicPartition};
+use kafka_group::{Admin, Client, Error, NewTopic};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub const SESSION: Duration = Duration::from_millis(6000);
+pub const HEARTBEAT: Duration = Duration::from_millis(300);
+
+pub fn client(bootstrap: &str) -> Client {
+    Client::builder()
+        .bootstrap_servers(bootstrap)
+        .client_id("group-tests")
+        .build()
+        .unwrap()
+}
+
+pub fn topic_with_partitions(client: &Client, partitions: i32) -> String {
+    let topic = unique_name("grp-topic");
+    Admin::new(client)
+        .create_topics(&[NewTopic::new(&topic, partitions, 1)], Duration::from_secs(30))
+        .unwrap();
+    topic
+}
+
+/// What the test sees of a member running in its own thread.
+#[derive(Debug, Default, Clone)]
+pub struct Seen {
+    pub state: Option<MemberState>,
+    pub generation: i32,
+    pub member_id: String,
+    pub partitions: BTreeSet<TopicPartition>,
+    pub events: Vec<GroupEvent>,
+    pub error: Option<String>,
+    pub fenced: bool,
+}
+
+impl Seen {
+    pub fn revocations(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, GroupEvent::Revoked { .. }))
+            .count()
+    }
+}
+
+/// A member polled in a background thread, as an application would run it.
+pub struct Running {
+    pub instance: Option<String>,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Option<GroupMember>>>,
+}
+
+impl Running {
+    pub fn start(member: GroupMember) -> Running {
+        let instance = member.group_instance_id().map(String::from);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen2, stop2) = (seen.clone(), stop.clone());
+        let handle = std::thread::spawn(move || {
+            let mut member = member;
+            let mut first = true;
+            while !stop2.load(Ordering::SeqCst) {
+                let r = if first {
+                    member.join(Duration::from_secs(60))
+                } else {
+                    member.poll(Duration::from_millis(50))
+                };
+                first = false;
+                let mut s = seen2.lock().unwrap();
+                match r {
+                    Ok(events) => s.events.extend(events),
+                    Err(e) => {
+                        s.fenced = matches!(e, Error::Fenced { .. });
+                        s.error = Some(e.to_string());
+                        s.state = Some(member.state());
+                        return Some(member);
+                    }
+                }
+                s.state = Some(member.state());
+                s.generation = member.generation().map_or(-1, |g| g.id);
+                s.member_id = member.member_id().to_string();
+                s.partitions = member.assignment().topic_partitions().into_iter().collect();
+            }
+            Some(member)
+        });
+        Running {
+            instance,
+            seen,
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn seen(&self) -> Seen {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Stops polling and hands the member back.
+    pub fn stop(mut self) -> GroupMember {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.take().unwrap().join().unwrap().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+pub fn static_member(client: &Client, group: &str, topic: &str, instance: &str) -> GroupMember {
+    client
+        .member(group)
+        .group_instance_id(instance)
+        .topics([topic])
+        .session_timeout(SESSION)
+        .heartbeat_interval(HEARTBEAT)
+        .rebalance_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+/// All members stable in one generation whose assignments cover `partitions` exactly once.
+pub fn converged(members: &[&Running], partitions: usize) -> bool {
+    let seen: Vec<Seen> = members.iter().map(|m| m.seen()).collect();
+    let gen = seen[0].generation;
+    let total: usize = seen.iter().map(|s| s.partitions.len()).sum();
+    let union: BTreeSet<&TopicPartition> = seen.iter().flat_map(|s| s.partitions.iter()).collect();
+    seen.iter()
+        .all(|s| s.state == Some(MemberState::Stable) && s.generation == gen)
+        && total == partitions
+        && union.len() == partitions
+}
+
+fn three_static(client: &Client, group: &str, topic: &str) -> Vec<Running> {
+    let ms: Vec<Running> = ["a", "b", "c"]
+        .iter()
+        .map(|i| Running::start(static_member(client, group, topic, i)))
+        .collect();
+    wait_for(
+        "three static members to converge",
+        Duration::from_secs(60),
+        || converged(&ms.iter().collect::<Vec<_>>(), 6),
+    );
+    ms
+}
+
+#[test]
+fn static_restart_within_session_timeout_does_not_rebalance() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 6);
+    let group = unique_name("static-restart");
+    let mut ms = three_static(&client, &group, &topic);
+    let before: Vec<Seen> = ms.iter().map(Running::seen).collect();
+
+    // Restart "b": close (no LeaveGroup for a static member) and start a new member with the
+    // same instance id well within the session timeout.
+    let old = ms.remove(1).stop();
+    let old_member_id = old.member_id().to_string();
+    old.close().unwrap();
+    let restarted = Running::start(static_member(&client, &group, &topic, "b"));
+    wait_for(
+        "the restarted member to be stable",
+        Duration::from_secs(30),
+        || restarted.seen().state == Some(MemberState::Stable),
+    );
+    let r = restarted.seen();
+    assert_eq!(
+        r.partitions, before[1].partitions,
+        "the restarted member got its own partitions back"
+    );
+    assert_eq!(r.generation, before[1].generation, "no new generation");
+    assert_ne!(
+        r.member_id, old_member_id,
+        "the coordinator handed out a new member id"
+    );
+    // The others saw nothing: no revocation, same generation, same partitions, for a few
+    // heartbeats more.
+    std::thread::sleep(HEARTBEAT * 4);
+    for (m, b) in ms.iter().zip([&before[0], &before[2]]) {
+        let s = m.seen();
+        assert_eq!(s.revocations(), 0, "{:?} saw a revocation", m.instance);
+        assert_eq!(s.generation, b.generation);
+        assert_eq!(s.partitions, b.partitions);
+    }
+}
+
+#[test]
+fn static_restart_beyond_session_timeout_rebalances_and_converges() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 6);
+    let group = unique_name("static-slow");
+    let mut ms = three_static(&client, &group, &topic);
+    let gen0 = ms[0].seen().generation;
+    ms.remove(2).stop().close().unwrap();
+    // The broker evicts "c" after the session timeout; the other two rebalance without it.
+    wait_for("the survivors to rebalance without c", SESSION * 3, || {
+        converged(&[&ms[0], &ms[1]], 6) && ms[0].seen().generation > gen0
+    });
+    assert!(ms[0].seen().revocations() >= 1);
+    let c = Running::start(static_member(&client, &group, &topic, "c"));
+    wait_for("all three to converge again", Duration::from_secs(60), || {
+        converged(&[&ms[0], &ms[1], &c], 6)
+    });
+}
+
+#[test]
+fn duplicate_instance_id_fences_the_older_member_once() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 6);
+    let group = unique_name("static-dup");
+    let ms = three_static(&client, &group, &topic);
+    let a_partitions = ms[0].seen().partitions;
+    let started = Instant::now();
+    let dup = Running::start(static_member(&client, &group, &topic, "a"));
+    wait_for("the older member to be fenced", Duration::from_secs(20), || {
+        ms[0].seen().fenced
+    });
+    let fenced_after = started.elapsed();
+    let s = ms[0].seen();
+    assert_eq!(s.state, Some(MemberState::Fenced));
+    assert!(
+        s.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("another process uses group.instance.id"),
+        "{s:?}"
+    );
+    wait_for("the newer member to be stable", Duration::from_secs(20), || {
+        dup.seen().state == Some(MemberState::Stable)
+    });
+    assert_eq!(
+        dup.seen().partitions,
+        a_partitions,
+        "the newer member keeps the partitions"
+    );
+    // No ping-pong: the newer member stays in its generation for several heartbeats.
+    let gen = dup.seen().generation;
+    std::thread::sleep(HEARTBEAT * 6);
+    let d = dup.seen();
+    assert_eq!(
+        (d.generation, d.state, d.revocations()),
+        (gen, Some(MemberState::Stable), 0)
+    );
+    assert!(d.error.is_none());
+    eprintln!("fenced {fenced_after:?} after the duplicate started (heartbeat interval {HEARTBEAT:?})");
+}
+
+#[test]
+fn dynamic_members_join_with_member_id_required() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 4);
+    let group = unique_name("dynamic");
+    let build = || {
+        client
+            .member(&group)
+            .topics([topic.as_str()])
+            .session_timeout(SESSION)
+            .heartbeat_interval(HEARTBEAT)
+            .rebalance_timeout(Duration::from_secs(20))
+            .build()
+            .unwrap()
+    };
+    let m1 = Running::start(build());
+    let m2 = Running::start(build());
+    wait_for("two dynamic members to converge", Duration::from_secs(60), || {
+        converged(&[&m1, &m2], 4)
+    });
+    // Closing a dynamic member sends LeaveGroup: the survivor takes everything at once,
+    // long before the session timeout.
+    let left = Instant::now();
+    let member = m2.stop();
+    assert!(
+        member.metrics().member_id_required >= 1,
+        "KIP-394 round trip expected on this broker"
+    );
+    member.close().unwrap();
+    wait_for("the survivor to own all partitions", SESSION / 2, || {
+        converged(&[&m1], 4)
+    });
+    eprintln!("survivor took over {:?} after LeaveGroup", left.elapsed());
+}
+
+#[test]
+fn a_member_that_stops_heartbeating_is_evicted() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 6);
+    let group = unique_name("hung");
+    let ms = three_static(&client, &group, &topic);
+    let gen0 = ms[0].seen().generation;
+    let hung = ms.into_iter().collect::<Vec<_>>();
+    let mut it = hung.into_iter();
+    let (a, b2, c) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+    let frozen = c.stop();
+    frozen.freeze_heartbeats_for_tests();
+    let started = Instant::now();
+    wait_for(
+        "the others to take over the hung member's partitions",
+        SESSION * 3,
+        || converged(&[&a, &b2], 6) && a.seen().generation > gen0,
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= SESSION / 2,
+        "evicted after {took:?}, before the session timeout could have passed"
+    );
+    drop(frozen);
+}
+
+#[test]
+fn close_leaves_no_thread_behind() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 1);
+    let group = format!("thr{}", std::process::id() % 100_000);
+    let mut m = static_member(&client, &group, &topic, "t");
+    m.join(Duration::from_secs(30)).unwrap();
+    let name = format!("kafka-hb-{group}");
+    let prefix: String = name.chars().take(15).collect();
+    assert!(
+        thread_names().contains(&prefix),
+        "heartbeat thread {prefix} should be running"
+    );
+    m.close().unwrap();
+    assert!(
+        !thread_names().contains(&prefix),
+        "heartbeat thread {prefix} left behind"
+    );
+}
+
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+mod through_the_proxy {
+    //! Older brokers, emulated by the version-capping proxy in front of a Kafka 3.9 broker.
+
+    use super::*;
+    use crate::support::proxy::{self, Proxy};
+    use kafka_group::group::OldBrokerPolicy;
+
+    fn legacy_client() -> Client {
+        client(&broker::shared_legacy().to_string())
+    }
+
+    fn join_once(
+        p: &Proxy,
+        topic: &str,
+        instance: Option<&str>,
+        policy: OldBrokerPolicy,
+    ) -> Result<GroupMember, Error> {
+        let client = client(&p.bootstrap());
+        let mut b = client
+            .member(&unique_name("proxy-grp"))
+            .topics([topic])
+            .session_timeout(SESSION)
+            .heartbeat_interval(HEARTBEAT)
+            .rebalance_timeout(Duration::from_secs(10))
+            .old_broker_policy(policy);
+        if let Some(i) = instance {
+            b = b.group_instance_id(i);
+        }
+        let mut m = b.build()?;
+        let events = m.join(Duration::from_secs(30))?;
+        assert!(
+            matches!(events.last(), Some(GroupEvent::Assigned { .. })),
+            "{events:?}"
+        );
+        assert_eq!(m.assignment().len(), 2);
+        Ok(m)
+    }
+
+    #[test]
+    fn dynamic_member_on_2_1_joins_in_one_round_trip() {
+        let topic = topic_with_partitions(&legacy_client(), 2);
+        let p = Proxy::start(broker::shared_legacy(), "zk-2.1");
+        let m = join_once(&p, &topic, None, OldBrokerPolicy::Error).unwrap();
+        assert_eq!(
+            m.metrics().member_id_required,
+            0,
+            "JoinGroup v3 has no KIP-394 round trip"
+        );
+        m.close().unwrap();
+    }
+
+    #[test]
+    fn static_member_on_2_2_is_one_clear_error_or_falls_back() {
+        let topic = topic_with_partitions(&legacy_client(), 2);
+        let p = Proxy::start(broker::shared_legacy(), "zk-2.2");
+        let err = join_once(&p, &topic, Some("s1"), OldBrokerPolicy::Error).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::MissingCapability { .. }), "{text}");
+        assert!(
+            text.contains("JoinGroup needs v5+") && text.contains("Kafka 2.3 or newer"),
+            "{text}"
+        );
+        let m = join_once(&p, &topic, Some("s1"), OldBrokerPolicy::FallBackToDynamic).unwrap();
+        assert!(!m.is_static(), "fell back to a dynamic member");
+        m.close().unwrap();
+    }
+
+    #[test]
+    fn static_member_works_on_2_3_and_every_later_release() {
+        let topic = topic_with_partitions(&legacy_client(), 2);
+        let releases: Vec<&str> = proxy::releases()
+            .into_iter()
+            .filter(|r| {
+                kafka_group::net::releases::by_name(r)
+                    .is_some_and(|x| x.range(11).is_some_and(|v| v.max >= 5))
+            })
+            .collect();
+        assert!(releases.contains(&"zk-2.3") && releases.contains(&"kraft-4.0"));
+        for release in &releases {
+            let p = Proxy::start(broker::shared_legacy(), release);
+            let m = join_once(&p, &topic, Some("s1"), OldBrokerPolicy::Error)
+                .unwrap_or_else(|e| panic!("{release}: static join failed: {e}"));
+            assert!(m.is_static(), "{release}");
+            m.close().unwrap();
+        }
+        eprintln!("static membership joined on {} emulated releases", releases.len());
+    }
+
+    #[test]
+    fn a_blackholed_member_is_evicted_and_the_other_takes_over() {
+        let c = legacy_client();
+        let topic = topic_with_partitions(&c, 4);
+        let group = unique_name("blackhole");
+        let p = Proxy::start(broker::shared_legacy(), "kraft-3.9");
+        let via_proxy = client(&p.bootstrap());
+        let a = Running::start(static_member(&c, &group, &topic, "direct"));
+        let b = Running::start(static_member(&via_proxy, &group, &topic, "proxied"));
+        wait_for("two members to converge", Duration::from_secs(60), || {
+            converged(&[&a, &b], 4)
+        });
+        let gen = a.seen().generation;
+        p.blackhole(true);
+        let started = Instant::now();
+        wait_for("the direct member to own everything", SESSION * 3, || {
+            converged(&[&a], 4) && a.seen().generation > gen
+        });
+        assert!(
+            started.elapsed() >= SESSION / 2,
+            "evicted after only {:?}",
+            started.elapsed()
+        );
+        p.blackhole(false);
+        drop(b);
+    }
+}

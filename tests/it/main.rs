@@ -1,0 +1,10 @@
+//! Integration tests against real Kafka brokers (see `support::broker`). One test binary, so
+//! that all tests share one broker start-up.
+
+mod admin_tests;
+mod client_tests;
+mod connection_tests;
+mod group_tests;
+mod harness;
+mod proxy_tests;
+mod support;

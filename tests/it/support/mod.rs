@@ -1,0 +1,25 @@
+//! Helpers shared by the integration tests.
+
+// Each test module uses the helpers it needs; the ones it does not are not dead code.
+#![allow(dead_code)]
+
+pub mod broker;
+pub mod proxy;
+pub mod scripted;
+pub mod wire;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A topic or group name no other test uses: tests run in parallel against one shared broker,
+/// and an external one (`KAFKA_BOOTSTRAP`) keeps names from earlier runs. The pid and counter
+/// separate tests of this run, the timestamp runs whose pids coincide. Only characters Kafka
+/// allows in topic names.
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{prefix}-{}-{n}-{millis}", std::process::id())
+}
