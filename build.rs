@@ -37,6 +37,8 @@ const SCHEMAS: &[&str] = &[
     "CreateTopicsResponse.json",
     "DeleteTopicsRequest.json",
     "DeleteTopicsResponse.json",
+    "CreatePartitionsRequest.json",
+    "CreatePartitionsResponse.json",
     "DescribeGroupsRequest.json",
     "DescribeGroupsResponse.json",
     "ListGroupsRequest.json",

@@ -10,12 +10,14 @@ use crate::client::{metadata_request, Broker, Client};
 use crate::error::{Error, Result, Timeout};
 use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
 use crate::protocol::messages::consumer_protocol_assignment;
+use crate::protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use crate::protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use crate::protocol::messages::delete_topics_request::DeleteTopicState;
 use crate::protocol::messages::leave_group_request::MemberIdentity;
 use crate::protocol::messages::{
-    ConsumerProtocolAssignment, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
-    DescribeGroupsResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, MetadataResponse,
+    ConsumerProtocolAssignment, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeGroupsRequest, DescribeGroupsResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    MetadataResponse,
 };
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
 use crate::KafkaCode;
@@ -212,6 +214,46 @@ impl Admin {
             "waiting for the new topics' partition leaders",
             |resp| {
                 wanted
+                    .iter()
+                    .all(|&(name, partitions)| topic_ready(resp, name, partitions))
+            },
+        )
+    }
+
+    /// Grows each `(topic, total)` to `total` partitions (CreatePartitions), then waits until
+    /// every broker's metadata shows them all led. Bounded by `timeout`. A total at or below the
+    /// current count is an error (`INVALID_PARTITIONS`): Kafka cannot shrink a topic.
+    pub fn create_partitions(&self, topics: &[(&str, i32)], timeout: Duration) -> Result<()> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + timeout;
+        let names: Vec<&str> = topics.iter().map(|t| t.0).collect();
+        self.per_topic_to_controller(
+            ApiKey::CreatePartitions,
+            &names,
+            deadline,
+            |_| false,
+            |pending, timeout_ms| {
+                let batch: Vec<(&str, i32)> = topics
+                    .iter()
+                    .copied()
+                    .filter(|(n, _)| pending.contains(n))
+                    .collect();
+                let resp = self.send_to_controller(|_| create_partitions_request(&batch, timeout_ms))?;
+                Ok(resp
+                    .results
+                    .into_iter()
+                    .map(|r| (Some(r.name), KafkaCode::from_code(r.error_code), r.error_message))
+                    .collect())
+            },
+        )?;
+        self.wait_for_metadata(
+            &names,
+            deadline,
+            "waiting for the new partitions' leaders",
+            |resp| {
+                topics
                     .iter()
                     .all(|&(name, partitions)| topic_ready(resp, name, partitions))
             },
@@ -559,6 +601,23 @@ fn create_topics_request(topics: &[&NewTopic], timeout_ms: i32) -> CreateTopicsR
 
 /// DeleteTopics: names as plain strings up to v5; v6 (KIP-516) lists `{name, topic id}`
 /// pairs, where a nil id means "by name".
+fn create_partitions_request(topics: &[(&str, i32)], timeout_ms: i32) -> CreatePartitionsRequest {
+    CreatePartitionsRequest {
+        topics: topics
+            .iter()
+            .map(|&(name, count)| CreatePartitionsTopic {
+                name: name.to_string(),
+                count,
+                // Null: let the controller place the new replicas.
+                assignments: None,
+                ..Default::default()
+            })
+            .collect(),
+        timeout_ms,
+        ..Default::default()
+    }
+}
+
 fn delete_topics_request(names: &[&str], timeout_ms: i32, version: i16) -> DeleteTopicsRequest {
     if version >= 6 {
         DeleteTopicsRequest {
@@ -780,6 +839,9 @@ mod tests {
         }
         for v in versions(ApiKey::DeleteTopics) {
             delete_topics_request(&["a", "b"], 1000, v).to_bytes(v).unwrap();
+        }
+        for v in versions(ApiKey::CreatePartitions) {
+            create_partitions_request(&[("t", 12)], 1000).to_bytes(v).unwrap();
         }
         for v in versions(ApiKey::ListGroups) {
             ListGroupsRequest::default().to_bytes(v).unwrap();

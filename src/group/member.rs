@@ -751,6 +751,7 @@ impl GroupMember {
                 "{}: leader rejoined with skip_assignment; keeping the current assignment",
                 self.ctx()
             );
+            self.metrics.skipped_assignment();
             return Ok(Vec::new());
         }
         let assigned = assignor.assign(&members, &partitions);

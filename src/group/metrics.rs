@@ -26,6 +26,9 @@ pub struct MemberMetrics {
     /// JoinGroup answers of `MEMBER_ID_REQUIRED` (KIP-394: the second round trip of a new
     /// dynamic member on brokers 2.2+).
     pub member_id_required: u64,
+    /// Joins as a restarted static leader told to keep the current assignment (KIP-814
+    /// `skip_assignment`, JoinGroup v9).
+    pub skipped_assignments: u64,
 }
 
 /// Shared between a member and its heartbeat thread.
@@ -61,6 +64,10 @@ impl Metrics {
 
     pub(crate) fn member_id_required(&self) {
         self.with(|m, _| m.member_id_required += 1);
+    }
+
+    pub(crate) fn skipped_assignment(&self) {
+        self.with(|m, _| m.skipped_assignments += 1);
     }
 
     pub(crate) fn heartbeat_failed(&self) {

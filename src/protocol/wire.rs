@@ -384,7 +384,9 @@ impl Decoder {
     #[inline]
     fn str_from(&mut self, len: usize) -> Result<String, DecodeError> {
         let s = match self.rest.get(..len) {
-            Some(raw) => std::str::from_utf8(raw).map_err(|_| DecodeError::InvalidUtf8)?.to_owned(),
+            Some(raw) => std::str::from_utf8(raw)
+                .map_err(|_| DecodeError::InvalidUtf8)?
+                .to_owned(),
             None => return Err(truncated(len, self.remaining())),
         };
         bytes::Buf::advance(&mut self.rest, len);

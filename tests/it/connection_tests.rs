@@ -86,7 +86,11 @@ fn kip_511_a_broker_that_keeps_rejecting_does_not_loop() {
         "{err}"
     );
     let seen = fake.versions_seen(API_VERSIONS);
-    assert_eq!(seen, (0..=ours()).rev().collect::<Vec<_>>(), "strictly decreasing, then stop");
+    assert_eq!(
+        seen,
+        (0..=ours()).rev().collect::<Vec<_>>(),
+        "strictly decreasing, then stop"
+    );
 }
 
 #[test]
@@ -101,7 +105,16 @@ fn kip_511_a_broker_that_rejects_the_version_it_advertises_ends_the_handshake() 
         ))
     });
     let err = Connection::connect(&fake.addr.to_string(), &config()).unwrap_err();
-    assert!(matches!(err, Error::Protocol { violation: ProtocolViolation::Handshake(_), .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Protocol {
+                violation: ProtocolViolation::Handshake(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(fake.versions_seen(API_VERSIONS), vec![ours()], "one attempt only");
 }
 

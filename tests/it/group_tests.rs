@@ -66,7 +66,8 @@ impl Running {
         let (seen2, stop2) = (seen.clone(), stop.clone());
         let handle = std::thread::spawn(move || {
             let mut member = member;
-            let mut first = true;
+            // A member handed over already joined just keeps polling.
+            let mut first = member.state() != MemberState::Stable;
             while !stop2.load(Ordering::SeqCst) {
                 let r = if first {
                     member.join(Duration::from_secs(60))
@@ -334,6 +335,146 @@ fn a_member_that_stops_heartbeating_is_evicted() {
     drop(frozen);
 }
 
+/// KIP-814: the restarted static leader is told to skip the assignment, keeps the group as it
+/// is, but still notices when a subscribed topic grows and rebalances then.
+#[test]
+fn restarted_static_leader_skips_assignment_but_watches_metadata() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 6);
+    let group = unique_name("kip814");
+    let leader_member = |instance: &str| {
+        client
+            .member(&group)
+            .group_instance_id(instance)
+            .topics([topic.as_str()])
+            .session_timeout(SESSION)
+            .heartbeat_interval(HEARTBEAT)
+            .rebalance_timeout(Duration::from_secs(20))
+            .metadata_max_age(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    // "a" joins first and alone, so it leads.
+    let a = Running::start(leader_member("a"));
+    wait_for("a to be stable", Duration::from_secs(30), || {
+        a.seen().state == Some(MemberState::Stable)
+    });
+    let others: Vec<Running> = ["b", "c"]
+        .iter()
+        .map(|i| Running::start(static_member(&client, &group, &topic, i)))
+        .collect();
+    wait_for("three members to converge", Duration::from_secs(60), || {
+        converged(&[&a, &others[0], &others[1]], 6)
+    });
+    let before = a.seen();
+    a.stop().close().unwrap();
+    let a = Running::start(leader_member("a"));
+    wait_for(
+        "the restarted leader to be stable",
+        Duration::from_secs(30),
+        || a.seen().state == Some(MemberState::Stable),
+    );
+    let after = a.seen();
+    assert_eq!(
+        after.generation, before.generation,
+        "the leader's restart did not rebalance"
+    );
+    assert_eq!(after.partitions, before.partitions);
+    // Every broker the suite runs (3.9, 4.x) has JoinGroup v9, so the skip must have happened.
+    let a_member = a.stop();
+    assert_eq!(
+        a_member.metrics().skipped_assignments,
+        1,
+        "KIP-814 skip_assignment expected"
+    );
+    let a = Running::start(a_member);
+    // The topic grows: the leader's metadata check must rebalance the group onto 9 partitions.
+    Admin::new(&client)
+        .create_partitions(&[(topic.as_str(), 9)], Duration::from_secs(30))
+        .unwrap();
+    wait_for(
+        "the group to rebalance onto 9 partitions",
+        Duration::from_secs(30),
+        || converged(&[&a, &others[0], &others[1]], 9),
+    );
+    assert!(a.seen().generation > before.generation);
+}
+
+/// The coordinator's broker dies: members find the new coordinator, which loaded the group
+/// from `__consumer_offsets`, and a static group keeps its generation and assignment.
+#[test]
+fn coordinator_failover_keeps_a_static_group() {
+    let cluster = broker::Cluster::start(3, broker::version_under_test());
+    let client = Client::builder()
+        .bootstrap_servers(cluster.bootstrap())
+        .request_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let topic = unique_name("failover-topic");
+    Admin::new(&client)
+        .create_topics(&[NewTopic::new(&topic, 6, 3)], Duration::from_secs(60))
+        .unwrap();
+    let group = unique_name("failover");
+    let member = |i: &str| {
+        client
+            .member(&group)
+            .group_instance_id(i)
+            .topics([topic.as_str()])
+            // Long enough to ride out the broker's own failure detection (6 s in scripts/kafka).
+            .session_timeout(Duration::from_secs(20))
+            .heartbeat_interval(HEARTBEAT)
+            .rebalance_timeout(Duration::from_secs(20))
+            .build()
+            .unwrap()
+    };
+    let ms: Vec<Running> = ["a", "b", "c"]
+        .iter()
+        .map(|i| Running::start(member(i)))
+        .collect();
+    let refs: Vec<&Running> = ms.iter().collect();
+    wait_for("three members to converge", Duration::from_secs(60), || {
+        converged(&refs, 6)
+    });
+    let before: Vec<Seen> = ms.iter().map(Running::seen).collect();
+    let coordinator = client.find_coordinator(&group).unwrap();
+    cluster.kill(coordinator.id as usize);
+    let killed = Instant::now();
+    wait_for(
+        "every member to report the coordinator move",
+        Duration::from_secs(60),
+        || {
+            ms.iter().all(|m| {
+                m.seen()
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, GroupEvent::CoordinatorMoved { .. }))
+            })
+        },
+    );
+    let moved_after = killed.elapsed();
+    // Heartbeats keep succeeding at the new coordinator for a while, with nothing revoked.
+    std::thread::sleep(HEARTBEAT * 6);
+    for (m, b) in ms.iter().zip(&before) {
+        let s = m.seen();
+        assert!(s.error.is_none(), "{:?}: {:?}", m.instance, s.error);
+        assert_eq!(s.revocations(), 0, "{:?} was revoked", m.instance);
+        assert_eq!(
+            (s.generation, &s.partitions),
+            (b.generation, &b.partitions),
+            "{:?}",
+            m.instance
+        );
+    }
+    let new = client.find_coordinator(&group).unwrap();
+    assert_ne!(new.id, coordinator.id);
+    eprintln!(
+        "coordinator moved {} -> {} and members followed within {moved_after:?}",
+        coordinator.id, new.id
+    );
+}
+
 #[test]
 fn close_leaves_no_thread_behind() {
     let b = broker::shared();
@@ -449,6 +590,35 @@ mod through_the_proxy {
             m.close().unwrap();
         }
         eprintln!("static membership joined on {} emulated releases", releases.len());
+    }
+
+    #[test]
+    fn close_leaves_no_connection_behind() {
+        let topic = topic_with_partitions(&legacy_client(), 2);
+        let p = Proxy::start(broker::shared_legacy(), "kraft-3.9");
+        let c = client(&p.bootstrap());
+        c.refresh_metadata(Some(&[])).unwrap();
+        let baseline = p.connections();
+        for instance in [Some("conn-count"), None] {
+            let mut b = c.member(&unique_name("conns")).topics([topic.as_str()]);
+            if let Some(i) = instance {
+                b = b.group_instance_id(i);
+            }
+            let mut m = b.build().unwrap();
+            m.join(Duration::from_secs(30)).unwrap();
+            // Give the heartbeat thread time to open its own connection.
+            wait_for("the heartbeat connection", Duration::from_secs(10), || {
+                p.connections() > baseline + 1
+            });
+            m.close().unwrap();
+            // The client keeps its own connections (metadata, FindCoordinator); the member's
+            // two (requests and heartbeats) must be gone.
+            wait_for(
+                "the member's connections to close",
+                Duration::from_secs(5),
+                || p.connections() <= baseline + 1,
+            );
+        }
     }
 
     #[test]

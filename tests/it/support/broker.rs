@@ -70,6 +70,7 @@ impl Broker {
 /// With `KAFKA_BOOTSTRAP` set, that cluster is used as is (nothing is started or stopped) and
 /// `KAFKA_VERSION` should name what it runs.
 pub fn shared() -> &'static Broker {
+    super::init_logs();
     // A failed start is remembered: every later test fails at once with the same message
     // instead of waiting for another start-up timeout.
     static SHARED: OnceLock<Result<Broker, String>> = OnceLock::new();
@@ -116,6 +117,7 @@ impl Cluster {
     /// Starts `nodes` nodes of `version` (an alias or exact release) and waits until each is
     /// ready. Panics if the cluster does not come up; its logs stay in the run directory.
     pub fn start(nodes: usize, version: &str) -> Cluster {
+        super::init_logs();
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::Relaxed);
         let dir = run_dir(&format!("it-{}-{n}", process::id()));

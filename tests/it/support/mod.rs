@@ -23,3 +23,9 @@ pub fn unique_name(prefix: &str) -> String {
         .map_or(0, |d| d.as_millis());
     format!("{prefix}-{}-{n}-{millis}", std::process::id())
 }
+
+/// Sends the crate's log lines (`RUST_LOG=info`, `=debug` for the heartbeat log) to the test
+/// output; called by every fixture so that each test gets it without thinking about it.
+pub fn init_logs() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
