@@ -35,6 +35,7 @@ mod error;
 pub mod group;
 pub mod net;
 pub mod protocol;
+pub mod records;
 
 pub use admin::{Admin, GroupDescription, ListedGroup, MemberAssignment, MemberDescription, NewTopic};
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};

@@ -339,13 +339,7 @@ impl GroupMember {
         }
         // Eager protocol: everything is given up before rejoining.
         if !self.assignment.is_empty() {
-            let generation = self.state.generation().map_or(-1, |g| g.id);
-            let partitions = std::mem::take(&mut self.assignment).topic_partitions();
-            log::info!("{}: revoking {} partitions", self.ctx(), partitions.len());
-            events.push(GroupEvent::Revoked {
-                generation,
-                partitions,
-            });
+            events.push(self.revoke_all());
         }
         let started = Instant::now();
         loop {
@@ -445,6 +439,46 @@ impl GroupMember {
         }
     }
 
+    fn revoke_all(&mut self) -> GroupEvent {
+        let generation = self.state.generation().map_or(-1, |g| g.id);
+        let partitions = std::mem::take(&mut self.assignment).topic_partitions();
+        log::info!("{}: revoking {} partitions", self.ctx(), partitions.len());
+        GroupEvent::Revoked {
+            generation,
+            partitions,
+        }
+    }
+
+    /// Sends a request to the coordinator over the member's own connection (finding the
+    /// coordinator first if needed), built for the negotiated version: the path for
+    /// OffsetCommit and OffsetFetch, which must reach the group's coordinator.
+    #[allow(dead_code)]
+    pub(crate) fn coordinator_request<R: crate::protocol::Request>(
+        &mut self,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.check_usable()?;
+        if self.conn.is_none() {
+            self.ensure_coordinator(Instant::now() + self.client.connection_config().request_timeout)?;
+        }
+        let conn = self.conn.as_mut().ok_or(Error::Closed)?;
+        let version = conn.version(R::API_KEY)?;
+        let result = conn.send_at(&build(version), version, None);
+        if let Err(e) = &result {
+            if e.breaks_connection() {
+                self.coordinator_lost();
+            }
+        }
+        result
+    }
+
+    /// Marks the coordinator unknown after `NOT_COORDINATOR` or `COORDINATOR_NOT_AVAILABLE` on
+    /// a request sent through [`coordinator_request`](Self::coordinator_request).
+    #[allow(dead_code)]
+    pub(crate) fn forget_coordinator(&mut self) {
+        self.coordinator_lost();
+    }
+
     /// Handles what the heartbeat thread reported, rejoining if needed. Waits up to
     /// `timeout` for something to happen when nothing is pending; a needed rejoin runs to
     /// completion (bounded by the rebalance timeout) even past `timeout`, since a member that
@@ -459,6 +493,13 @@ impl GroupMember {
             }
             self.check_leader_metadata();
             if self.rejoin.is_some() || self.state.state() != MemberState::Stable {
+                // Eager protocol: hand the revocation to the caller first, so it can commit
+                // what it processed while its generation is still valid; the join happens on
+                // the next poll.
+                if !self.assignment.is_empty() {
+                    events.push(self.revoke_all());
+                    return Ok(events);
+                }
                 events.extend(
                     self.join(self.config.rebalance_timeout + self.config.session_timeout + JOIN_MARGIN)?,
                 );
