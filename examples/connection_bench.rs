@@ -7,52 +7,22 @@
 //! ```
 //! Without `KAFKA_BOOTSTRAP` it starts a broker with `scripts/kafka` and stops it at the end.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use kafka_group::net::Connection;
 use kafka_group::protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_group::protocol::messages::{HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
 use kafka_group::protocol::ApiKey;
 use kafka_group::{Client, KafkaCode};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let heartbeats = args.first().copied().unwrap_or(10_000);
     let connects = args.get(1).copied().unwrap_or(200);
-    let (bootstrap, started) = match std::env::var("KAFKA_BOOTSTRAP") {
-        Ok(b) => (b, None),
-        Err(_) => {
-            let dir = format!("{}/target/kafka-run/connection-bench", env!("CARGO_MANIFEST_DIR"));
-            let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
-                .args([
-                    "start",
-                    "--nodes",
-                    "1",
-                    "--dir",
-                    &dir,
-                    "--owner-pid",
-                    &std::process::id().to_string(),
-                ])
-                .output()?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            let b = text.lines().last().unwrap_or_default().trim().to_string();
-            if !out.status.success() || b.is_empty() {
-                return Err(format!(
-                    "scripts/kafka start failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-                .into());
-            }
-            (b, Some(dir))
-        }
-    };
-    let result = run(&bootstrap, heartbeats, connects);
-    if let Some(dir) = started {
-        let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
-            .args(["stop", "--dir", &dir])
-            .status();
-    }
-    result
+    let kafka = support::LocalKafka::get("connection-bench")?;
+    run(&kafka.bootstrap, heartbeats, connects)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -72,7 +42,11 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-fn run(bootstrap: &str, heartbeats: usize, connects: usize) -> Result<(), Box<dyn std::error::Error>> {
+fn run(
+    bootstrap: &str,
+    heartbeats: usize,
+    connects: usize,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let client = Client::builder()
         .bootstrap_servers(bootstrap)
         .client_id("connection-bench")
@@ -124,7 +98,10 @@ fn run(bootstrap: &str, heartbeats: usize, connects: usize) -> Result<(), Box<dy
 
 /// A one-member dynamic join (with the KIP-394 member-id round trip) and an empty sync, so
 /// heartbeats are answered for a real member.
-fn join(conn: &mut Connection, group: &str) -> Result<(i32, String), Box<dyn std::error::Error>> {
+fn join(
+    conn: &mut Connection,
+    group: &str,
+) -> Result<(i32, String), Box<dyn std::error::Error + Send + Sync>> {
     let mut member_id = String::new();
     loop {
         let req = JoinGroupRequest {

@@ -7,9 +7,11 @@
 //! ```
 //! Uses `KAFKA_BOOTSTRAP` if set, else starts a broker with `scripts/kafka` and stops it after.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use kafka_group::group::{GroupEvent, GroupMember};
 use kafka_group::{Admin, Client, NewTopic};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,43 +22,14 @@ fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let what = args.first().map(String::as_str).unwrap_or("restart").to_string();
     let n: Option<usize> = args.get(1).and_then(|a| a.parse().ok());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka");
-    let (bootstrap, dir) = match std::env::var("KAFKA_BOOTSTRAP") {
-        Ok(b) => (b, None),
-        Err(_) => {
-            let dir = format!("{}/target/kafka-run/group-bench", env!("CARGO_MANIFEST_DIR"));
-            let out = Command::new(script)
-                .args([
-                    "start",
-                    "--nodes",
-                    "1",
-                    "--dir",
-                    &dir,
-                    "--owner-pid",
-                    &std::process::id().to_string(),
-                ])
-                .output()?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            let b = text.lines().last().unwrap_or_default().trim().to_string();
-            if !out.status.success() || b.is_empty() {
-                return Err(format!(
-                    "scripts/kafka start failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-                .into());
-            }
-            (b, Some(dir))
-        }
-    };
+    let kafka = support::LocalKafka::get("group-bench")?;
+    let bootstrap = kafka.bootstrap.clone();
     let result = match what.as_str() {
         "restart" => restart(&bootstrap, n.unwrap_or(100)),
         "dynamic" => dynamic(&bootstrap, n.unwrap_or(50)),
         "many" => many(&bootstrap, n.unwrap_or(1000)),
         other => Err(format!("unknown benchmark {other:?} (restart, dynamic, many)").into()),
     };
-    if let Some(dir) = dir {
-        let _ = Command::new(script).args(["stop", "--dir", &dir]).status();
-    }
     result
 }
 

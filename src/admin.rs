@@ -25,8 +25,6 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// Default bound on retries of group calls, as Kafka's `default.api.timeout.ms`.
-const DEFAULT_API_TIMEOUT: Duration = Duration::from_secs(60);
 /// Ceiling for the pause between metadata polls while waiting for topics to settle.
 const MAX_POLL_BACKOFF: Duration = Duration::from_secs(1);
 /// What brokers log as the reason for an admin removal (LeaveGroup v5+, KIP-800); the same
@@ -154,12 +152,13 @@ impl Admin {
     pub fn new(client: &Client) -> Self {
         Admin {
             client: client.clone(),
-            api_timeout: DEFAULT_API_TIMEOUT,
+            api_timeout: client.api_timeout(),
         }
     }
 
     /// `default.api.timeout.ms`: how long group calls keep retrying while the coordinator
-    /// moves or loads. Default 60 s. Topic calls take their own timeout.
+    /// moves or loads. Default: the client's (`ClientBuilder::api_timeout`, 60 s). Topic calls
+    /// take their own timeout.
     pub fn api_timeout(mut self, t: Duration) -> Self {
         self.api_timeout = t;
         self
@@ -394,7 +393,7 @@ impl Admin {
     ) -> Result<T> {
         loop {
             match call() {
-                Err(e) if is_coordinator_error(&e) => {
+                Err(e) if e.is_coordinator_transient() => {
                     let now = Instant::now();
                     if now >= deadline {
                         return Err(Error::Timeout {
@@ -543,23 +542,6 @@ impl Admin {
 type TopicOutcome = (Option<String>, KafkaCode, Option<String>);
 
 /// Whether `e` says the group's coordinator is moving, loading or unreachable.
-fn is_coordinator_error(e: &Error) -> bool {
-    match e {
-        Error::Kafka { code, .. } => matches!(
-            code,
-            KafkaCode::NotCoordinator
-                | KafkaCode::CoordinatorNotAvailable
-                | KafkaCode::CoordinatorLoadInProgress
-        ),
-        // FindCoordinator already retried until its own deadline.
-        Error::Timeout {
-            which: Timeout::Retries,
-            ..
-        } => false,
-        other => other.breaks_connection(),
-    }
-}
-
 /// A broker error for one item, with the item (`topic x`, `group g`) leading the message.
 fn kafka_error(api: ApiKey, code: KafkaCode, what: &str, message: Option<String>) -> Error {
     let message = match message.filter(|m| !m.is_empty()) {

@@ -303,6 +303,11 @@ impl Client {
         lock(&self.inner.metadata).clone()
     }
 
+    /// `default.api.timeout.ms` as configured.
+    pub fn api_timeout(&self) -> Duration {
+        self.inner.api_timeout
+    }
+
     /// `retry.backoff.ms` as configured.
     pub fn retry_backoff(&self) -> Duration {
         self.inner.retry_backoff
@@ -331,15 +336,8 @@ impl Client {
     /// Sends a request to any reachable broker (known brokers first, then bootstrap
     /// addresses), moving on to the next one when a broker cannot be reached.
     pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
-        let mut targets: Vec<Target> = self
-            .cached_metadata()
-            .brokers
-            .keys()
-            .map(|id| Target::Broker(*id))
-            .collect();
-        targets.extend((0..self.inner.bootstrap.len()).map(Target::Bootstrap));
         let mut last = Error::NoBroker("no bootstrap address".into());
-        for t in targets {
+        for t in self.targets() {
             match self.send_target(t, &build) {
                 Ok(r) => return Ok(r),
                 Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
@@ -359,6 +357,18 @@ impl Client {
 
     /// The ApiVersions table of whichever broker answers first.
     pub fn any_broker_versions(&self) -> Result<BrokerVersions> {
+        let mut last = Error::NoBroker("no bootstrap address".into());
+        for t in self.targets() {
+            match self.with_connection(t, |c| Ok(c.broker_versions().clone())) {
+                Ok(v) => return Ok(v),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Known brokers first (their connections are likely open), then the bootstrap addresses.
+    fn targets(&self) -> Vec<Target> {
         let mut targets: Vec<Target> = self
             .cached_metadata()
             .brokers
@@ -366,14 +376,7 @@ impl Client {
             .map(|id| Target::Broker(*id))
             .collect();
         targets.extend((0..self.inner.bootstrap.len()).map(Target::Bootstrap));
-        let mut last = Error::NoBroker("no bootstrap address".into());
-        for t in targets {
-            match self.with_connection(t, |c| Ok(c.broker_versions().clone())) {
-                Ok(v) => return Ok(v),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+        targets
     }
 
     fn send_target<R: Request>(&self, t: Target, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
@@ -484,7 +487,7 @@ impl Client {
                     self.remember_broker(&b);
                     return Ok(b);
                 }
-                Err(e) if retry_coordinator(&e) && Instant::now() < deadline => {
+                Err(e) if e.is_coordinator_transient() && Instant::now() < deadline => {
                     log::debug!("group {group}: coordinator lookup: {e}; retrying");
                     std::thread::sleep(
                         self.inner
@@ -492,7 +495,7 @@ impl Client {
                             .min(deadline.saturating_duration_since(Instant::now())),
                     );
                 }
-                Err(e) if retry_coordinator(&e) => {
+                Err(e) if e.is_coordinator_transient() => {
                     log::debug!("group {group}: coordinator lookup gave up: {e}");
                     return Err(Error::Timeout {
                         which: Timeout::Retries,
@@ -521,18 +524,6 @@ impl Client {
             m.brokers.insert(b.id, b.clone());
             *cache = Arc::new(m);
         }
-    }
-}
-
-fn retry_coordinator(e: &Error) -> bool {
-    match e {
-        Error::Kafka { code, .. } => matches!(
-            code,
-            KafkaCode::CoordinatorNotAvailable
-                | KafkaCode::CoordinatorLoadInProgress
-                | KafkaCode::NotCoordinator
-        ),
-        other => other.breaks_connection() || matches!(other, Error::NoBroker(_)),
     }
 }
 

@@ -257,14 +257,27 @@ impl Error {
 
     /// Whether the connection that produced this error can no longer be used.
     pub fn breaks_connection(&self) -> bool {
-        matches!(
-            self,
-            Error::Io { .. }
-                | Error::Timeout { .. }
-                | Error::Protocol { .. }
-                | Error::Decode { .. }
-                | Error::Closed
-        )
+        match self {
+            Error::Timeout { which, .. } => *which != Timeout::Retries,
+            Error::Io { .. } | Error::Protocol { .. } | Error::Decode { .. } | Error::Closed => true,
+            _ => false,
+        }
+    }
+
+    /// Whether a request to a group coordinator failed only because the coordinator is moving,
+    /// loading or unreachable: find it again and retry. The one rule the client, members and
+    /// admin calls share.
+    pub(crate) fn is_coordinator_transient(&self) -> bool {
+        match self {
+            Error::Kafka { code, .. } => matches!(
+                code,
+                KafkaCode::CoordinatorNotAvailable
+                    | KafkaCode::CoordinatorLoadInProgress
+                    | KafkaCode::NotCoordinator
+            ),
+            Error::NoBroker(_) => true,
+            other => other.breaks_connection(),
+        }
     }
 }
 

@@ -261,21 +261,20 @@ impl Worker {
                         // While awaiting SyncGroup the rebalance is ours: the SyncGroup answer
                         // decides, not the heartbeat.
                     }
-                    GroupAction::Rejoin => {
-                        log::info!("{ctx}: {code}; rejoin needed");
+                    action @ (GroupAction::Rejoin | GroupAction::RejoinWithResetMemberId) => {
+                        let reset_member_id = action == GroupAction::RejoinWithResetMemberId;
+                        log::info!(
+                            "{ctx}: {code}; rejoin needed{}",
+                            if reset_member_id {
+                                " with a new member id"
+                            } else {
+                                ""
+                            }
+                        );
                         self.active = None;
                         self.emit(Event::RejoinNeeded {
                             generation: gen_id,
-                            reset_member_id: false,
-                            reason: code,
-                        });
-                    }
-                    GroupAction::RejoinWithResetMemberId => {
-                        log::info!("{ctx}: {code}; rejoin with a new member id needed");
-                        self.active = None;
-                        self.emit(Event::RejoinNeeded {
-                            generation: gen_id,
-                            reset_member_id: true,
+                            reset_member_id,
                             reason: code,
                         });
                     }

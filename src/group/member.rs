@@ -645,7 +645,7 @@ impl GroupMember {
                     self.coordinator = Some(b);
                     self.conn = Some(conn);
                 }
-                Err(e) if retriable_lookup(&e) => {
+                Err(e) if e.is_coordinator_transient() => {
                     log::debug!("{}: coordinator lookup: {e}; retrying", self.ctx());
                     std::thread::sleep(self.config.retry_backoff);
                 }
@@ -974,20 +974,6 @@ impl Drop for GroupMember {
 fn millis(d: Duration) -> i32 {
     // Validated to fit at build time.
     d.as_millis().min(i32::MAX as u128) as i32
-}
-
-fn retriable_lookup(e: &Error) -> bool {
-    match e {
-        Error::Kafka { code, .. } => {
-            matches!(
-                code,
-                KafkaCode::CoordinatorNotAvailable
-                    | KafkaCode::CoordinatorLoadInProgress
-                    | KafkaCode::NotCoordinator
-            )
-        }
-        other => other.breaks_connection() || matches!(other, Error::NoBroker(_)),
-    }
 }
 
 impl Client {
