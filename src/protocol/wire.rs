@@ -573,6 +573,39 @@ mod tests {
     }
 
     #[test]
+    fn fixed_arrays_read_in_one_go() {
+        let mut buf = Vec::new();
+        for v in [1i32, -2, i32::MAX] {
+            put_i32(&mut buf, v);
+        }
+        buf.push(9);
+        let mut d = Decoder::new(buf);
+        assert_eq!(
+            d.get_fixed_array(3, i32::from_be_bytes).unwrap(),
+            [1, -2, i32::MAX]
+        );
+        assert_eq!(d.position(), 12);
+        assert_eq!(
+            d.get_fixed_array(0, i64::from_be_bytes).unwrap(),
+            Vec::<i64>::new()
+        );
+        // One byte left: too few for a whole element, and nothing is consumed.
+        assert_eq!(
+            d.get_fixed_array(1, i32::from_be_bytes),
+            Err(DecodeError::Truncated {
+                needed: 4,
+                remaining: 1
+            })
+        );
+        assert_eq!(d.position(), 12);
+        assert!(matches!(
+            d.get_fixed_array(usize::MAX, u16::from_be_bytes),
+            Err(DecodeError::Truncated { .. })
+        ));
+        assert_eq!(d.get_fixed_array(1, |[b]: [u8; 1]| b != 0).unwrap(), [true]);
+    }
+
+    #[test]
     fn bytes_share_the_frame() {
         let frame = Bytes::from(vec![0, 0, 0, 3, 7, 8, 9]);
         let mut d = Decoder::new(frame.clone());
