@@ -6,5 +6,6 @@ mod client_tests;
 mod connection_tests;
 mod group_tests;
 mod harness;
+mod interop_tests;
 mod proxy_tests;
 mod support;

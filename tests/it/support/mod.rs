@@ -4,6 +4,9 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod java;
+pub mod kcat;
+pub mod process;
 pub mod proxy;
 pub mod scripted;
 pub mod wire;

@@ -1,0 +1,519 @@
+//! Interoperability: other clients in the same consumer group as ours, against the real broker.
+//!
+//! Two of our static members share a 6-partition topic with Kafka's Java consumer or with
+//! librdkafka (kcat), classic protocol, range assignor. Whoever leads — they decode our
+//! `ConsumerProtocolSubscription` and we decode their `ConsumerProtocolAssignment`, or the other
+//! way round — every member must end up with the assignment Kafka's `RangeAssignor` computes
+//! (static members ordered by `group.instance.id`, then dynamic ones by member id; 2 partitions
+//! each), DescribeGroups must show the same, and the other client must consume exactly the
+//! records of its own partitions. One exception: librdkafka orders a static member and a
+//! dynamic one by member id, so a mixed group it leads gets another assignment, which is only
+//! checked for consistency.
+//!
+//! Each test runs with the other client leading (it joins first and stays leader) and with ours
+//! leading; the other client's own report says which it was (the Java client's assignor is
+//! Kafka's `RangeAssignor` with a print added, kcat's is librdkafka's debug log).
+
+use crate::group_tests::{client, static_member, topic_with_partitions, Running, Seen};
+use crate::support::java::Java;
+use crate::support::process::{records, Process, Record};
+use crate::support::{broker, kcat, unique_name};
+use kafka_group::group::MemberState;
+use kafka_group::{Admin, Client, GroupDescription, MemberDescription};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+const PARTITIONS: i32 = 6;
+const PER_PARTITION: usize = 10;
+/// Our instance ids; the other client's static one sorts between them, so that the range order
+/// (static members by instance id) decides who gets the middle partitions.
+const OURS: [&str; 2] = ["member-a", "member-c"];
+const OTHER_INSTANCE: &str = "member-b";
+/// The other client's `client.id`: how DescribeGroups names it when it is dynamic.
+const OTHER_CLIENT_ID: &str = "interop-other";
+const SETTLE: Duration = Duration::from_secs(45);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Java,
+    Kcat,
+}
+
+/// Who joins the group first, and so leads every generation after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leader {
+    Other,
+    Ours,
+}
+
+/// The other client's view of its membership after a rebalance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct View {
+    /// The generation it joined (kcat: from librdkafka's debug log).
+    generation: Option<i32>,
+    /// Whether it computed that generation's assignment.
+    leader: Option<bool>,
+    partitions: Vec<i32>,
+}
+
+/// The client under test next to ours.
+struct Other {
+    kind: Kind,
+    process: Process,
+    instance: Option<&'static str>,
+}
+
+impl Other {
+    fn start(
+        kind: Kind,
+        java: Option<&Java>,
+        bootstrap: &str,
+        topic: &str,
+        group: &str,
+        instance: Option<&'static str>,
+    ) -> Other {
+        let process = match kind {
+            Kind::Java => {
+                java.expect("a Java release")
+                    .consumer(bootstrap, topic, group, OTHER_CLIENT_ID, instance)
+            }
+            Kind::Kcat => kcat::consumer(bootstrap, topic, group, OTHER_CLIENT_ID, instance),
+        };
+        Other {
+            kind,
+            process,
+            instance,
+        }
+    }
+
+    /// How DescribeGroups identifies it.
+    fn identity(&self) -> String {
+        self.instance.unwrap_or(OTHER_CLIENT_ID).to_string()
+    }
+
+    /// What it reported about its last rebalance, if anything yet.
+    fn view(&self) -> Option<View> {
+        match self.kind {
+            // "# assigned generation=G leader=L partitions=0,1"
+            Kind::Java => {
+                let out = self.process.stdout();
+                let line = out.iter().rev().find_map(|l| l.strip_prefix("# assigned "))?;
+                let field = |name: &str| {
+                    line.split(' ')
+                        .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+                        .map(str::to_string)
+                };
+                Some(View {
+                    generation: field("generation")?.parse().ok(),
+                    leader: field("leader")?.parse().ok(),
+                    partitions: partition_list(&field("partitions")?, ','),
+                })
+            }
+            // "% Group G rebalanced (memberid M): assigned: topic [0], topic [1]"
+            Kind::Kcat => {
+                let err = self.process.stderr();
+                let assigned = err
+                    .iter()
+                    .rev()
+                    .find(|l| l.starts_with("% Group ") && l.contains(" rebalanced "))?
+                    .split("assigned: ")
+                    .nth(1)
+                    .unwrap_or("");
+                let partitions = assigned
+                    .split(", ")
+                    .filter_map(|tp| tp.rsplit_once('[')?.1.strip_suffix(']')?.parse().ok())
+                    .collect::<BTreeSet<i32>>()
+                    .into_iter()
+                    .collect();
+                let joined = kcat::led(&err);
+                let last = joined.last();
+                Some(View {
+                    generation: last.map(|(g, _)| *g),
+                    leader: last.map(|(_, l)| *l),
+                    partitions,
+                })
+            }
+        }
+    }
+}
+
+fn partition_list(s: &str, sep: char) -> Vec<i32> {
+    s.split(sep).filter_map(|p| p.trim().parse().ok()).collect()
+}
+
+/// Instance id of a static member, client id of a dynamic one.
+fn identity(m: &MemberDescription) -> String {
+    m.group_instance_id.clone().unwrap_or_else(|| m.client_id.clone())
+}
+
+/// Identity → partitions of `topic`, for every member whose assignment DescribeGroups decoded.
+fn described(d: &GroupDescription, topic: &str) -> BTreeMap<String, Vec<i32>> {
+    d.members
+        .iter()
+        .filter_map(|m| {
+            let a = m.decoded_assignment.as_ref()?;
+            Some((identity(m), a.partitions.get(topic).cloned().unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// What Kafka's RangeAssignor gives: static members by instance id, then dynamic ones.
+fn range_expected(other: &Other) -> BTreeMap<String, Vec<i32>> {
+    let mut order: Vec<String> = OURS.iter().map(|s| s.to_string()).collect();
+    order.extend(other.instance.map(String::from));
+    order.sort();
+    if other.instance.is_none() {
+        order.push(OTHER_CLIENT_ID.into());
+    }
+    let per = PARTITIONS / order.len() as i32;
+    order
+        .into_iter()
+        .enumerate()
+        .map(|(i, who)| (who, (i as i32 * per..(i as i32 + 1) * per).collect()))
+        .collect()
+}
+
+/// A 3-member group: ours and one other client.
+struct MixedGroup {
+    client: Client,
+    bootstrap: String,
+    topic: String,
+    group: String,
+    ours: Vec<Running>,
+    other: Other,
+    /// The generation every member settled in.
+    generation: i32,
+    /// Identity → partitions, as DescribeGroups shows them once settled.
+    assignment: BTreeMap<String, Vec<i32>>,
+}
+
+/// Polls DescribeGroups until `cond` returns `Some`; after [`SETTLE`] (or if the other client
+/// exits) panics with `what`, the last group description and the other client's output.
+fn settle<T>(
+    what: &str,
+    admin: &Admin,
+    group: &str,
+    other: &mut Other,
+    mut cond: impl FnMut(&GroupDescription, &Other) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + SETTLE;
+    let mut last = None;
+    while Instant::now() < deadline {
+        if let Ok(d) = admin.describe_group(group) {
+            if let Some(t) = cond(&d, other) {
+                return t;
+            }
+            last = Some(d);
+        }
+        if let Some(s) = other.process.exit_status() {
+            panic!(
+                "exited ({s}) while waiting for {what}\n{}",
+                other.process.report()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "timed out after {SETTLE:?} waiting for {what}\nlast description: {last:#?}\n{}",
+        other.process.report()
+    );
+}
+
+/// Starts the group in the given order and waits until all three members are stable in one
+/// generation with a disjoint covering range assignment that DescribeGroups, our members'
+/// `assignment()` and the other client's own report agree on. With `exact`, it must also be
+/// the very assignment Kafka's `RangeAssignor` computes (for leaders that follow its order).
+fn mixed_group(
+    bootstrap: &str,
+    leader: Leader,
+    start_other: impl FnOnce(&str, &str) -> Other,
+    exact: bool,
+) -> MixedGroup {
+    let client = client(bootstrap);
+    let admin = Admin::new(&client);
+    let topic = topic_with_partitions(&client, PARTITIONS);
+    let group = unique_name("interop");
+    let start_ours = || -> Vec<Running> {
+        OURS.iter()
+            .map(|i| Running::start(static_member(&client, &group, &topic, i)))
+            .collect()
+    };
+    let (ours, mut other) = match leader {
+        Leader::Other => {
+            let mut other = start_other(&topic, &group);
+            settle(
+                "the other client alone to own every partition",
+                &admin,
+                &group,
+                &mut other,
+                |d, o| {
+                    let all: Vec<i32> = (0..PARTITIONS).collect();
+                    let alone = d.state == "Stable"
+                        && d.members.len() == 1
+                        && described(d, &topic).get(&o.identity()) == Some(&all)
+                        && o.view().is_some_and(|v| v.partitions == all);
+                    alone.then_some(())
+                },
+            );
+            (start_ours(), other)
+        }
+        Leader::Ours => {
+            let ours = start_ours();
+            crate::group_tests::wait_for("our two members to converge", SETTLE, || {
+                crate::group_tests::converged(&ours.iter().collect::<Vec<_>>(), PARTITIONS as usize)
+            });
+            // Only now, so that the first of ours to join stays the leader.
+            let ours_gen = ours[0].seen().generation;
+            let other = start_other(&topic, &group);
+            eprintln!(
+                "ours settled in generation {ours_gen}; started {}",
+                other.process.name()
+            );
+            (ours, other)
+        }
+    };
+    let expected = range_expected(&other);
+    let (generation, assignment) = settle(
+        "the three members to settle",
+        &admin,
+        &group,
+        &mut other,
+        |d, o| {
+            if d.state != "Stable" || d.members.len() != 3 || d.protocol != "range" {
+                return None;
+            }
+            let described = described(d, &topic);
+            if described.len() != 3 {
+                return None;
+            }
+            let seen: Vec<Seen> = ours.iter().map(Running::seen).collect();
+            let generation = seen[0].generation;
+            for (s, id) in seen.iter().zip(OURS) {
+                let mine: Vec<i32> = s.partitions.iter().map(|tp| tp.partition).collect();
+                if s.state != Some(MemberState::Stable)
+                    || s.generation != generation
+                    || described.get(id) != Some(&mine)
+                {
+                    return None;
+                }
+            }
+            let view = o.view()?;
+            if described.get(&o.identity()) != Some(&view.partitions)
+                || view.generation.is_some_and(|g| g != generation)
+            {
+                return None;
+            }
+            Some((generation, described))
+        },
+    );
+    // Disjoint and covering, 2 each: checked here rather than waited for, since a settled
+    // group that breaks it is the bug this test looks for.
+    let all: Vec<i32> = assignment.values().flatten().copied().collect();
+    let unique: BTreeSet<i32> = all.iter().copied().collect();
+    assert_eq!(
+        all.len(),
+        PARTITIONS as usize,
+        "overlapping assignment {assignment:?}"
+    );
+    assert_eq!(
+        unique,
+        (0..PARTITIONS).collect(),
+        "partitions left out: {assignment:?}"
+    );
+    assert!(assignment.values().all(|ps| ps.len() == 2), "{assignment:?}");
+    if exact {
+        assert_eq!(
+            assignment, expected,
+            "not the assignment Kafka's RangeAssignor computes"
+        );
+    }
+    eprintln!(
+        "{} with {:?} leading: generation {generation}, assignment {assignment:?}",
+        other.process.name(),
+        leader
+    );
+    MixedGroup {
+        client,
+        bootstrap: bootstrap.to_string(),
+        topic,
+        group,
+        ours,
+        other,
+        generation,
+        assignment,
+    }
+}
+
+impl MixedGroup {
+    /// Checks the other client led the final generation exactly when it joined first.
+    fn check_leader(&self, leader: Leader) {
+        let view = self
+            .other
+            .view()
+            .expect("the other client reported its assignment");
+        assert_eq!(
+            view.leader,
+            Some(leader == Leader::Other),
+            "{} should{} have led generation {}: {view:?}",
+            self.other.process.name(),
+            if leader == Leader::Other { "" } else { " not" },
+            self.generation
+        );
+    }
+
+    /// Produces `PER_PARTITION` records to every partition with `produce` and waits until the
+    /// other client has consumed exactly those of its own partitions, and nothing else.
+    fn check_consumes_its_partitions(&mut self, produce: impl FnOnce(&str, &str)) {
+        produce(&self.bootstrap, &self.topic);
+        let mine = self.assignment[&self.other.identity()].clone();
+        let expected: Vec<Record> = mine
+            .iter()
+            .flat_map(|&p| {
+                (0..PER_PARTITION).map(move |i| Record {
+                    partition: p,
+                    offset: i as i64,
+                    value: format!("p{p}-{i}"),
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + SETTLE;
+        let got = loop {
+            let mut got = records(&self.other.process.stdout());
+            got.sort();
+            if got.len() >= expected.len() || Instant::now() >= deadline {
+                break got;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(
+            got,
+            expected,
+            "should have consumed exactly the records of partitions {mine:?}\n{}",
+            self.other.process.report()
+        );
+        // Nobody rebalanced meanwhile.
+        for (r, id) in self.ours.iter().zip(OURS) {
+            let s = r.seen();
+            assert_eq!(
+                (s.state, s.generation),
+                (Some(MemberState::Stable), self.generation),
+                "{id}"
+            );
+            assert!(s.error.is_none(), "{id}: {:?}", s.error);
+        }
+        let d = Admin::new(&self.client).describe_group(&self.group).unwrap();
+        assert_eq!(described(&d, &self.topic), self.assignment);
+    }
+}
+
+mod java {
+    //! Kafka's Java consumer (`KafkaConsumer`, classic protocol, `RangeAssignor`).
+
+    use super::*;
+
+    fn run(bootstrap: &str, java: &Java, instance: Option<&'static str>, leader: Leader) {
+        let mut g = mixed_group(
+            bootstrap,
+            leader,
+            |topic, group| Other::start(Kind::Java, Some(java), bootstrap, topic, group, instance),
+            true,
+        );
+        g.check_leader(leader);
+        let j = java.clone();
+        g.check_consumes_its_partitions(|b, t| j.produce(b, t, PARTITIONS, PER_PARTITION));
+        eprintln!("java {} consumed its partitions", java.version());
+    }
+
+    fn current() -> (&'static str, Java) {
+        let b = broker::shared();
+        (b.bootstrap(), Java::new(b.version()))
+    }
+
+    #[test]
+    fn static_java_consumer_leads_our_static_members() {
+        let (b, java) = current();
+        run(b, &java, Some(OTHER_INSTANCE), Leader::Other);
+    }
+
+    #[test]
+    fn static_java_consumer_follows_our_leader() {
+        let (b, java) = current();
+        run(b, &java, Some(OTHER_INSTANCE), Leader::Ours);
+    }
+
+    #[test]
+    fn dynamic_java_consumer_leads_our_static_members() {
+        let (b, java) = current();
+        run(b, &java, None, Leader::Other);
+    }
+
+    #[test]
+    fn dynamic_java_consumer_follows_our_leader() {
+        let (b, java) = current();
+        run(b, &java, None, Leader::Ours);
+    }
+
+    mod kafka_3_9 {
+        //! The 3.9 consumer against a 3.9 broker.
+
+        use super::*;
+
+        fn legacy() -> (String, Java) {
+            (broker::shared_legacy().to_string(), Java::new("3.9"))
+        }
+
+        #[test]
+        fn static_java_consumer_leads_our_static_members() {
+            let (b, java) = legacy();
+            run(&b, &java, Some(OTHER_INSTANCE), Leader::Other);
+        }
+
+        #[test]
+        fn static_java_consumer_follows_our_leader() {
+            let (b, java) = legacy();
+            run(&b, &java, Some(OTHER_INSTANCE), Leader::Ours);
+        }
+    }
+}
+
+mod librdkafka {
+    //! librdkafka's balanced consumer, through kcat.
+
+    use super::*;
+
+    fn run(instance: Option<&'static str>, leader: Leader, exact: bool) {
+        let bootstrap = broker::shared().bootstrap();
+        eprintln!("{}", kcat::version());
+        let mut g = mixed_group(
+            bootstrap,
+            leader,
+            |topic, group| Other::start(Kind::Kcat, None, bootstrap, topic, group, instance),
+            exact,
+        );
+        g.check_leader(leader);
+        g.check_consumes_its_partitions(|b, t| kcat::produce(b, t, PARTITIONS, PER_PARTITION));
+    }
+
+    #[test]
+    fn static_kcat_leads_our_static_members() {
+        run(Some(OTHER_INSTANCE), Leader::Other, true);
+    }
+
+    #[test]
+    fn static_kcat_follows_our_leader() {
+        run(Some(OTHER_INSTANCE), Leader::Ours, true);
+    }
+
+    #[test]
+    fn dynamic_kcat_follows_our_leader() {
+        run(None, Leader::Ours, true);
+    }
+
+    /// librdkafka orders a static and a dynamic member by member id, not statics first as
+    /// Kafka's assignors (and ours) do, so a mixed group it leads gets another — still
+    /// consistent — assignment; only consistency is checked.
+    #[test]
+    fn dynamic_kcat_leads_our_static_members() {
+        run(None, Leader::Other, false);
+    }
+}

@@ -1,0 +1,151 @@
+//! Kafka's own Java client, for the interoperability tests: `InteropClient.java` beside this
+//! file, compiled with `javac` against the `kafka-clients` jar of a release `scripts/kafka` has
+//! fetched (the broker's own jars, so no extra download), and run as a [`Process`].
+
+use super::process::Process;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const SOURCE: &str = include_str!("InteropClient.java");
+const CLASS: &str = "InteropClient";
+
+/// The Java client of one Kafka release.
+#[derive(Debug, Clone)]
+pub struct Java {
+    version: String,
+    classpath: String,
+}
+
+impl Java {
+    /// The client of `version` (an alias or exact release), fetching its jars if needed and
+    /// compiling `InteropClient` once per source text and release.
+    pub fn new(version: &str) -> Java {
+        let version = super::broker::resolve_version(version);
+        let libs = kafka_cache().join(&version).join("libs");
+        if !libs.join(format!("kafka-clients-{version}.jar")).is_file() {
+            fetch(&version);
+        }
+        let classes = compile(&version, &libs);
+        Java {
+            classpath: format!("{}/*:{}", libs.display(), classes.display()),
+            version,
+        }
+    }
+
+    /// The exact release, e.g. `3.9.2`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn args(&self, rest: &[&str]) -> Vec<String> {
+        // A client JVM needs little; C1 only starts it faster.
+        [
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            &self.classpath,
+            CLASS,
+        ]
+        .iter()
+        .chain(rest)
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// Writes `per_partition` records with values `p<partition>-<i>` to each of the first
+    /// `partitions` partitions of `topic` with Kafka's producer.
+    pub fn produce(&self, bootstrap: &str, topic: &str, partitions: i32, per_partition: usize) {
+        let args = self.args(&[
+            "produce",
+            bootstrap,
+            topic,
+            &partitions.to_string(),
+            &per_partition.to_string(),
+        ]);
+        let out = Process::run("java producer", "java", &args, Duration::from_secs(60));
+        let expect = format!("produced {}", partitions as usize * per_partition);
+        assert!(out.contains(&expect), "java producer printed {out:?}");
+    }
+
+    /// Starts Kafka's consumer in `group` with the range assignor, static if `instance` is
+    /// given, reading `topic` from the earliest offset. It prints
+    /// `# assigned generation=G leader=true|false partitions=0,1` after each rebalance and
+    /// `partition offset value` per record.
+    pub fn consumer(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        group: &str,
+        client_id: &str,
+        instance: Option<&str>,
+    ) -> Process {
+        let mut rest = vec!["consume", bootstrap, topic, group, client_id];
+        rest.extend(instance);
+        Process::spawn(&format!("java consumer {client_id}"), "java", &self.args(&rest))
+    }
+}
+
+/// Where `scripts/kafka` keeps releases.
+fn kafka_cache() -> PathBuf {
+    match std::env::var_os("KAFKA_CACHE") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/kafka-group/kafka")
+        }
+    }
+}
+
+fn fetch(version: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka");
+    let status = Command::new("bash")
+        .arg(&script)
+        .args(["fetch", version])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        status.success(),
+        "scripts/kafka fetch {version} failed ({status})"
+    );
+}
+
+/// Compiles into `target/interop-java/<release>-<hash of the source>`: a directory is complete
+/// once it exists, as it is renamed into place, so test binaries running side by side share it.
+fn compile(version: &str, libs: &Path) -> PathBuf {
+    // One compilation at a time in this process; the second caller then finds the first's.
+    static COMPILING: Mutex<()> = Mutex::new(());
+    let _guard = COMPILING.lock().unwrap_or_else(|p| p.into_inner());
+    let mut h = DefaultHasher::new();
+    SOURCE.hash(&mut h);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop-java");
+    let dir = root.join(format!("{version}-{:016x}", h.finish()));
+    if dir.join(format!("{CLASS}.class")).is_file() {
+        return dir;
+    }
+    let tmp = root.join(format!(".tmp-{version}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let source = tmp.join(format!("{CLASS}.java"));
+    std::fs::write(&source, SOURCE).unwrap();
+    let out = Command::new("javac")
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()))
+        .arg("-d")
+        .arg(&tmp)
+        .arg(&source)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run javac (a JDK 17+ is needed): {e}"));
+    assert!(
+        out.status.success(),
+        "javac {CLASS}.java against Kafka {version} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if std::fs::rename(&tmp, &dir).is_err() {
+        // Someone else put it there first; theirs is the same.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    dir
+}
