@@ -333,6 +333,15 @@ impl Client {
         self.send_target(Target::Broker(id), build)
     }
 
+    /// Sends a request the broker does not answer (Produce with `acks=0`) to broker `id`,
+    /// building it for the negotiated version; returns once it is written.
+    pub fn send_to_no_response<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<()> {
+        self.with_connection(Target::Broker(id), |conn| {
+            let version = conn.version(R::API_KEY)?;
+            conn.send_no_response(&build(version), version)
+        })
+    }
+
     /// Sends a request to any reachable broker (known brokers first, then bootstrap
     /// addresses), moving on to the next one when a broker cannot be reached.
     pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {

@@ -4,6 +4,7 @@
 //! which API a broker error came from, which versions did not overlap. Display texts are
 //! written for an operator reading a log.
 
+use crate::group::TopicPartition;
 use crate::protocol::{ApiKey, DecodeError, EncodeError, VersionRange};
 use crate::KafkaCode;
 use std::fmt;
@@ -151,6 +152,16 @@ pub enum Error {
         /// What the member was doing.
         during: &'static str,
     },
+    /// `auto.offset.reset` is `none` ([`OffsetReset::Error`](crate::OffsetReset::Error)) and
+    /// a consumer's partitions have no valid position. The consumer keeps returning this from
+    /// `poll` until the application seeks them.
+    NoOffset {
+        /// Each partition with the offset found out of range, or `None` when nothing is
+        /// committed for it.
+        partitions: Vec<(TopicPartition, Option<i64>)>,
+    },
+    /// A consumer was asked to act on a partition it is not assigned.
+    NotAssigned(TopicPartition),
     /// The connection or client was closed.
     Closed,
 }
@@ -225,6 +236,20 @@ impl fmt::Display for Error {
                  stopped and will not rejoin (give each process its own instance id)"
             ),
             Error::Group { group, code, during } => write!(f, "group {group}: {during} failed: {code}"),
+            Error::NoOffset { partitions } => {
+                f.write_str("no valid offset for ")?;
+                for (i, (tp, offset)) in partitions.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    match offset {
+                        Some(o) => write!(f, "{tp} (offset {o} is out of range)")?,
+                        None => write!(f, "{tp} (nothing committed)")?,
+                    }
+                }
+                f.write_str(" and auto.offset.reset is none; seek these partitions")
+            }
+            Error::NotAssigned(tp) => write!(f, "partition {tp} is not assigned to this consumer"),
             Error::Closed => f.write_str("closed"),
         }
     }

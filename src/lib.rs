@@ -31,13 +31,17 @@
 mod admin;
 mod client;
 mod code;
+mod consumer;
 mod error;
 pub mod group;
 pub mod net;
+pub mod producer;
 pub mod protocol;
 pub mod records;
 
 pub use admin::{Admin, GroupDescription, ListedGroup, MemberAssignment, MemberDescription, NewTopic};
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};
 pub use code::KafkaCode;
+pub use consumer::{Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetReset, Polled};
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
+pub use producer::{Acks, Producer, ProducerBuilder, ProducerRecord};

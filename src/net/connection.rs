@@ -182,9 +182,20 @@ impl Connection {
         Ok(resp)
     }
 
-    /// Writes one request frame and reads its response, returning a decoder positioned at the
-    /// response body.
-    fn exchange<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<Decoder> {
+    /// Sends `req` at `version` without waiting for a response, for the one request the broker
+    /// never answers: Produce with `acks=0`. Waiting for a response there would sit out
+    /// `request.timeout.ms` and then close a healthy connection.
+    pub fn send_no_response<R: Request>(&mut self, req: &R, version: i16) -> Result<()> {
+        log::debug!(
+            "{} -> {} v{version} (no response expected)",
+            self.addr,
+            R::API_KEY.name()
+        );
+        self.write_request(req, version).map(|_| ())
+    }
+
+    /// Writes one request frame; returns its correlation id.
+    fn write_request<R: Request>(&mut self, req: &R, version: i16) -> Result<i32> {
         if self.broken {
             return Err(Error::Closed);
         }
@@ -216,6 +227,14 @@ impl Connection {
         if let Err(e) = written {
             return Err(self.fail_io(e, Timeout::Write));
         }
+        Ok(correlation_id)
+    }
+
+    /// Writes one request frame and reads its response, returning a decoder positioned at the
+    /// response body.
+    fn exchange<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<Decoder> {
+        let api = R::API_KEY;
+        let correlation_id = self.write_request(req, version)?;
         let frame = self.read_frame(timeout.unwrap_or(self.config.request_timeout))?;
         let mut d = Decoder::new(frame);
         let header =

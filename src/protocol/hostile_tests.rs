@@ -440,7 +440,7 @@ fn the_meter_sees_a_reservation_it_would_have_to_refuse() {
 /// A counting global allocator for this test binary. It counts only on a thread that armed it,
 /// so the other tests running in parallel neither disturb nor are disturbed by a measurement.
 #[allow(unsafe_code)]
-mod meter {
+pub(crate) mod meter {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
     use std::io::Write;

@@ -269,6 +269,6 @@ mod diff_tests;
 #[cfg(test)]
 mod golden_tests;
 #[cfg(test)]
-mod hostile_tests;
+pub(crate) mod hostile_tests;
 #[cfg(test)]
 mod tests;

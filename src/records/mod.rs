@@ -1,12 +1,20 @@
 //! Records: what a Fetch response carries and a Produce request sends.
 //!
-//! Record batches (magic 2, Kafka 0.11+) are decoded and encoded with the `kafka-protocol`
-//! crate, with all four compressions; legacy message sets (magic 0 and 1, which brokers before
-//! 0.11 and down-converting brokers send) are handled in [`legacy`]. A Fetch response may end
-//! with a partial batch (the broker cuts at `max.bytes`); it is skipped, not an error, and the
-//! next fetch starts at the first offset not returned.
+//! Record batches (magic 2, Kafka 0.11+) with all four compressions, and legacy message sets
+//! (magic 0 and 1, which brokers before 0.11 and down-converting brokers send) with gzip,
+//! snappy and lz4. A Fetch response may end with a partial batch (the broker cuts at
+//! `max.bytes`, and a down-converting broker at the size of what it stored, KIP-283); it is
+//! skipped, not an error, and the next fetch starts at the first offset not returned.
+//!
+//! Decoding trusts nothing it reads: checksums are verified (CRC-32C for batches, CRC-32 for
+//! every legacy message, inner ones included), no count or length from the wire sizes an
+//! allocation beyond the bytes present, and decompression stops at
+//! [`DecodeLimits::max_decompressed`].
 
-pub mod legacy;
+mod compression;
+mod legacy;
+#[cfg(test)]
+mod tests;
 mod v2;
 
 use bytes::Bytes;
@@ -34,7 +42,8 @@ pub struct NewRecord {
     pub key: Option<Bytes>,
     /// Value, if any.
     pub value: Option<Bytes>,
-    /// Headers (dropped with an error on magic 0/1, which cannot carry them).
+    /// Headers (magic 2 only: encoding them as magic 0/1 fails with
+    /// [`RecordsError::Unsupported`]).
     pub headers: Vec<(String, Option<Bytes>)>,
     /// Create time in milliseconds; `None` takes the current time.
     pub timestamp: Option<i64>,
@@ -52,7 +61,7 @@ pub enum Compression {
     Snappy,
     /// LZ4.
     Lz4,
-    /// Zstandard (Kafka 2.1+, record batches only).
+    /// Zstandard (Kafka 2.1+, magic 2 only).
     Zstd,
 }
 
@@ -72,7 +81,9 @@ impl Compression {
 /// Limits applied while decoding, so a hostile or corrupt batch cannot exhaust memory.
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeLimits {
-    /// Largest decompressed size of one batch.
+    /// Largest decompressed size of one batch (or legacy wrapper message); a batch inflating
+    /// beyond it fails with [`RecordsError::TooLarge`], having allocated no more than about
+    /// twice this for it. Uncompressed batches are bounded by the response itself.
     pub max_decompressed: usize,
 }
 
@@ -89,14 +100,21 @@ impl Default for DecodeLimits {
 /// The batches of one partition's records, flattened.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Decoded {
-    /// Data records in offset order (control records removed).
+    /// Data records in offset order (control records removed). A batch may start below the
+    /// offset that was fetched: its earlier records are here too, for the caller to skip.
     pub records: Vec<Record>,
-    /// Where the next fetch should start: one past the last offset of the last complete batch
-    /// (including control batches and records below the requested offset).
+    /// Where the next fetch should start: one past the last offset of the last complete batch,
+    /// as the batch header says (so past control batches, and past records that compaction
+    /// removed from the end of a batch). `None` when not even one batch was complete.
     pub next_offset: Option<i64>,
-    /// Transactional batches, for read_committed filtering: `(producer_id, first_offset)`.
-    pub transactional: Vec<(i64, i64)>,
-    /// Control records: `(producer_id, offset, commit)`; a commit is false for an abort marker.
+    /// Transactional data batches, for read_committed filtering: `(producer_id, first_offset,
+    /// last_offset)`, one per batch. The records in that offset range came from that producer's
+    /// transaction; they are dropped when the Fetch response lists an aborted transaction of
+    /// that producer starting at or before the batch and its abort marker is not yet passed
+    /// (Java's `Fetcher` logic).
+    pub transactional: Vec<(i64, i64, i64)>,
+    /// Transaction markers (control records): `(producer_id, offset, commit)`; `commit` is
+    /// false for an abort marker.
     pub control: Vec<(i64, i64, bool)>,
 }
 
@@ -135,32 +153,36 @@ const MAGIC_OFFSET: usize = 16;
 const LOG_OVERHEAD: usize = 12;
 
 /// Decodes every complete batch in `bytes` (a Fetch response's `records`). A partial batch at
-/// the end is ignored.
+/// the end is ignored; whether a batch is partial is judged from its length field alone, so a
+/// length below the smallest possible message is corruption, not a partial batch (as in Java's
+/// `ByteBufferLogInputStream`).
 pub fn decode(bytes: &Bytes, limits: &DecodeLimits) -> Result<Decoded, RecordsError> {
     let mut out = Decoded::default();
-    let mut pos = 0usize;
-    while bytes.len() - pos >= LOG_OVERHEAD {
-        let len = i32::from_be_bytes([bytes[pos + 8], bytes[pos + 9], bytes[pos + 10], bytes[pos + 11]]);
-        if len < 0 {
-            return Err(RecordsError::Corrupt(format!("negative batch length {len}")));
-        }
-        let end = pos + LOG_OVERHEAD + len as usize;
-        if end > bytes.len() || bytes.len() - pos <= MAGIC_OFFSET {
+    let mut rest = bytes.clone();
+    while let Some(head) = rest.first_chunk::<LOG_OVERHEAD>() {
+        let len = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+        let size = match usize::try_from(len) {
+            Ok(l) if l >= legacy::overhead(0) => LOG_OVERHEAD + l,
+            _ => return Err(RecordsError::Corrupt(format!("batch length {len}"))),
+        };
+        if size > rest.len() {
             break; // the broker cut the last batch at max.bytes
         }
-        let batch = bytes.slice(pos..end);
-        match bytes[pos + MAGIC_OFFSET] {
+        let batch = rest.split_to(size);
+        // In bounds: `size` is at least LOG_OVERHEAD + 14.
+        match batch[MAGIC_OFFSET] {
             2 => v2::decode_batch(batch, limits, &mut out)?,
             0 | 1 => legacy::decode_message(batch, limits, &mut out)?,
             m => return Err(RecordsError::Corrupt(format!("unknown magic byte {m}"))),
         }
-        pos = end;
     }
     Ok(out)
 }
 
-/// Encodes `records` as one batch for a Produce request: magic 2 (record batch) when
-/// `magic == 2`, else a legacy message set of that magic.
+/// Encodes `records` as one batch for a Produce request: magic 2 (record batch, Produce v3+)
+/// when `magic == 2`, else a legacy message set of that magic (Produce v0–v2, brokers before
+/// 0.11; magic 1 from Produce v2). Offsets are 0, 1, …: the broker assigns the real ones. No
+/// records encode to no bytes.
 pub fn encode(records: &[NewRecord], compression: Compression, magic: i8) -> Result<Bytes, RecordsError> {
     match magic {
         2 => v2::encode_batch(records, compression),

@@ -4,8 +4,11 @@
 mod admin_tests;
 mod client_tests;
 mod connection_tests;
+mod consumer_tests;
 mod group_tests;
 mod harness;
 mod interop_tests;
+mod producer_tests;
 mod proxy_tests;
+mod records_tests;
 mod support;

@@ -1,0 +1,198 @@
+//! Consumer settings (everything but group membership, which [`MemberBuilder`] owns), validated
+//! before any network call.
+//!
+//! [`MemberBuilder`]: crate::group::MemberBuilder
+
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// `auto.offset.reset`: where to start a partition that has no committed offset, or whose
+/// position fell outside the log (retention deleted it, or the log was truncated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OffsetReset {
+    /// `earliest`: the oldest offset still in the log.
+    Earliest,
+    /// `latest`: the end of the log, so only records produced from now on are read. Kafka's
+    /// default.
+    #[default]
+    Latest,
+    /// `none`: [`poll`](super::Consumer::poll) fails with [`Error::NoOffset`] naming the
+    /// partitions, and keeps failing until the application [`seek`](super::Consumer::seek)s
+    /// them.
+    Error,
+}
+
+impl OffsetReset {
+    /// The ListOffsets timestamp that asks for this position (-2 earliest, -1 latest).
+    pub(crate) fn timestamp(self) -> Option<i64> {
+        match self {
+            OffsetReset::Earliest => Some(-2),
+            OffsetReset::Latest => Some(-1),
+            OffsetReset::Error => None,
+        }
+    }
+}
+
+/// `isolation.level`: which records of transactional producers a consumer sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IsolationLevel {
+    /// `read_uncommitted`: every record, including those of open and aborted transactions.
+    /// Kafka's default.
+    #[default]
+    ReadUncommitted,
+    /// `read_committed`: records of aborted transactions are dropped and the consumer reads no
+    /// further than the last stable offset. Needs Fetch v4 (Kafka 0.11).
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// The wire value.
+    pub(crate) fn code(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
+/// A consumer's fetch and commit settings; see [`ConsumerBuilder`](super::ConsumerBuilder) for
+/// each one's Kafka property and default.
+#[derive(Debug, Clone)]
+pub(crate) struct ConsumerConfig {
+    pub auto_offset_reset: OffsetReset,
+    pub enable_auto_commit: bool,
+    pub auto_commit_interval: Duration,
+    pub max_poll_records: usize,
+    pub fetch_min_bytes: i32,
+    pub fetch_max_bytes: i32,
+    pub fetch_max_wait: Duration,
+    pub max_partition_fetch_bytes: i32,
+    pub isolation_level: IsolationLevel,
+}
+
+impl Default for ConsumerConfig {
+    /// The Java consumer's defaults.
+    fn default() -> Self {
+        ConsumerConfig {
+            auto_offset_reset: OffsetReset::Latest,
+            enable_auto_commit: true,
+            auto_commit_interval: Duration::from_millis(5_000),
+            max_poll_records: 500,
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 50 * 1024 * 1024,
+            fetch_max_wait: Duration::from_millis(500),
+            max_partition_fetch_bytes: 1024 * 1024,
+            isolation_level: IsolationLevel::ReadUncommitted,
+        }
+    }
+}
+
+impl ConsumerConfig {
+    /// Checks every setting against the ranges Kafka's client accepts.
+    pub fn validate(&self) -> Result<()> {
+        let err = |property: &'static str, problem: String| Err(Error::Config { property, problem });
+        if self.max_poll_records == 0 {
+            return err("max.poll.records", "must be at least 1".into());
+        }
+        if self.fetch_min_bytes < 0 {
+            return err("fetch.min.bytes", format!("{} is negative", self.fetch_min_bytes));
+        }
+        if self.fetch_max_bytes <= 0 {
+            return err(
+                "fetch.max.bytes",
+                format!("{} is not positive", self.fetch_max_bytes),
+            );
+        }
+        if self.max_partition_fetch_bytes <= 0 {
+            return err(
+                "max.partition.fetch.bytes",
+                format!("{} is not positive", self.max_partition_fetch_bytes),
+            );
+        }
+        if self.fetch_max_wait.as_millis() > i32::MAX as u128 {
+            return err(
+                "fetch.max.wait.ms",
+                format!(
+                    "{} ms does not fit the protocol's int32",
+                    self.fetch_max_wait.as_millis()
+                ),
+            );
+        }
+        if self.enable_auto_commit && self.auto_commit_interval.is_zero() {
+            return err(
+                "auto.commit.interval.ms",
+                "must be greater than zero when enable.auto.commit is on".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn property(e: Error) -> &'static str {
+        match e {
+            Error::Config { property, .. } => property,
+            other => panic!("not a config error: {other}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_javas_and_valid() {
+        let c = ConsumerConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.auto_offset_reset, OffsetReset::Latest);
+        assert!(c.enable_auto_commit);
+        assert_eq!(c.auto_commit_interval, Duration::from_secs(5));
+        assert_eq!(c.max_poll_records, 500);
+        assert_eq!(c.fetch_max_bytes, 52_428_800);
+        assert_eq!(c.max_partition_fetch_bytes, 1_048_576);
+        assert_eq!(c.fetch_max_wait, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn bad_values_name_their_property() {
+        let mut c = ConsumerConfig {
+            max_poll_records: 0,
+            ..Default::default()
+        };
+        assert_eq!(property(c.validate().unwrap_err()), "max.poll.records");
+        c = ConsumerConfig {
+            fetch_max_bytes: 0,
+            ..Default::default()
+        };
+        assert_eq!(property(c.validate().unwrap_err()), "fetch.max.bytes");
+        c = ConsumerConfig {
+            fetch_min_bytes: -1,
+            ..Default::default()
+        };
+        assert_eq!(property(c.validate().unwrap_err()), "fetch.min.bytes");
+        c = ConsumerConfig {
+            max_partition_fetch_bytes: -5,
+            ..Default::default()
+        };
+        assert_eq!(property(c.validate().unwrap_err()), "max.partition.fetch.bytes");
+        c = ConsumerConfig {
+            fetch_max_wait: Duration::from_secs(u64::MAX / 4),
+            ..Default::default()
+        };
+        assert_eq!(property(c.validate().unwrap_err()), "fetch.max.wait.ms");
+        c = ConsumerConfig {
+            auto_commit_interval: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(property(c.validate().unwrap_err()), "auto.commit.interval.ms");
+        c.enable_auto_commit = false;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn reset_timestamps() {
+        assert_eq!(OffsetReset::Earliest.timestamp(), Some(-2));
+        assert_eq!(OffsetReset::Latest.timestamp(), Some(-1));
+        assert_eq!(OffsetReset::Error.timestamp(), None);
+        assert_eq!(IsolationLevel::ReadCommitted.code(), 1);
+    }
+}

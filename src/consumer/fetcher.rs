@@ -1,0 +1,845 @@
+//! Fetch: one request per partition leader, built for the version negotiated with that leader,
+//! and its answer turned into records or a per-partition verdict (refresh metadata, reset the
+//! offset, fail).
+//!
+//! Full fetches only (no fetch sessions, KIP-227): `session_id` 0 and `session_epoch` -1
+//! (FINAL) on v7+, which asks the broker not to create a session. That costs the partition
+//! list on every request, which for the handful of partitions one member of a batch job
+//! holds is a few bytes, and keeps the consumer stateless towards brokers.
+//!
+//! Topic ids replace names from v13; a leader is asked at v13+ only when the metadata gave an
+//! id for every topic in the request (Metadata v10+, Kafka 2.8+), else at most v12.
+//!
+//! Each leader gets a connection of the consumer's own, because a fetch can wait
+//! `fetch.max.wait.ms` on the broker and must not hold up other users of the client's shared
+//! connection to that broker (a member's OffsetCommit, another consumer's ListOffsets).
+
+use super::config::IsolationLevel;
+use super::ConsumerRecord;
+use crate::client::{Broker, Client};
+use crate::error::{Error, Result};
+use crate::group::TopicPartition;
+use crate::net::Connection;
+use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use crate::protocol::messages::{FetchRequest, FetchResponse};
+use crate::protocol::{ApiKey, Uuid, VersionRange};
+use crate::records::{self, DecodeLimits};
+use crate::KafkaCode;
+use bytes::Bytes;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+/// The highest Fetch version that names topics instead of identifying them by id.
+const LAST_VERSION_WITH_NAMES: i16 = 12;
+
+/// Request-wide fetch settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FetchSettings {
+    /// `fetch.max.wait.ms` for this request (shortened to what is left of a poll).
+    pub max_wait_ms: i32,
+    /// `fetch.min.bytes`.
+    pub min_bytes: i32,
+    /// `fetch.max.bytes` (v3+).
+    pub max_bytes: i32,
+    /// `max.partition.fetch.bytes`.
+    pub partition_max_bytes: i32,
+    /// `isolation.level` (v4+).
+    pub isolation: IsolationLevel,
+}
+
+/// One partition to fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FetchTarget {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// Its topic's id (nil when the metadata had none).
+    pub topic_id: Uuid,
+    /// Where to start.
+    pub offset: i64,
+    /// The leader epoch the metadata gave (-1 unknown): lets the broker reject a stale view.
+    pub leader_epoch: i32,
+}
+
+/// The version to fetch at: the negotiated one, but no higher than v12 when a topic id is
+/// missing, and an error when `read_committed` needs v4 and the broker is older.
+pub(crate) fn fetch_version(
+    negotiated: i16,
+    targets: &[FetchTarget],
+    isolation: IsolationLevel,
+    broker: Option<VersionRange>,
+) -> Result<i16> {
+    let version = if targets.iter().any(|t| t.topic_id == Uuid::NIL) {
+        negotiated.min(LAST_VERSION_WITH_NAMES)
+    } else {
+        negotiated
+    };
+    if isolation == IsolationLevel::ReadCommitted && version < 4 {
+        return Err(Error::UnsupportedVersion {
+            api: ApiKey::Fetch,
+            ours: VersionRange::new(4, ApiKey::Fetch.versions().max),
+            broker,
+        });
+    }
+    Ok(version)
+}
+
+/// A Fetch for `targets` (kept in their order, consecutive partitions of a topic grouped).
+pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSettings) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for t in targets {
+        let partition = FetchPartition {
+            partition: t.tp.partition,
+            current_leader_epoch: if version >= 9 { t.leader_epoch } else { -1 },
+            fetch_offset: t.offset,
+            partition_max_bytes: s.partition_max_bytes,
+            ..Default::default()
+        };
+        let same_topic = topics.last().is_some_and(|last| {
+            if version > LAST_VERSION_WITH_NAMES {
+                last.topic_id == t.topic_id
+            } else {
+                last.topic == t.tp.topic
+            }
+        });
+        if same_topic {
+            if let Some(last) = topics.last_mut() {
+                last.partitions.push(partition);
+            }
+            continue;
+        }
+        let mut topic = FetchTopic {
+            partitions: vec![partition],
+            ..Default::default()
+        };
+        if version > LAST_VERSION_WITH_NAMES {
+            topic.topic_id = t.topic_id;
+        } else {
+            topic.topic = t.tp.topic.clone();
+        }
+        topics.push(topic);
+    }
+    FetchRequest {
+        replica_id: -1,
+        max_wait_ms: s.max_wait_ms,
+        min_bytes: s.min_bytes,
+        max_bytes: s.max_bytes,
+        isolation_level: s.isolation.code(),
+        // A full fetch without a session (FINAL epoch); see the module docs.
+        session_id: 0,
+        session_epoch: -1,
+        topics,
+        ..Default::default()
+    }
+}
+
+/// What a fetch brought for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PartitionFetch {
+    /// Records from `from` on (possibly none), and where the log goes on.
+    Records {
+        /// The offset fetched from.
+        from: i64,
+        /// Records at or after `from`, aborted transactions removed under read_committed.
+        records: Vec<ConsumerRecord>,
+        /// One past the last complete batch, if any batch was complete.
+        next_offset: Option<i64>,
+    },
+    /// The leader moved or is not known yet: refresh metadata, then fetch again.
+    Refresh(KafkaCode),
+    /// `from` is outside the log: apply `auto.offset.reset`.
+    OutOfRange {
+        /// The offset fetched from.
+        from: i64,
+    },
+    /// An error retrying cannot fix (authorization, corrupt data, …).
+    Failed {
+        /// The code.
+        code: KafkaCode,
+        /// Details for the error message.
+        detail: Option<String>,
+    },
+}
+
+/// Partition errors after which the metadata is refreshed and the fetch retried.
+fn needs_refresh(code: KafkaCode) -> bool {
+    use KafkaCode as K;
+    matches!(
+        code,
+        K::NotLeaderOrFollower
+            | K::FencedLeaderEpoch
+            | K::UnknownLeaderEpoch
+            | K::LeaderNotAvailable
+            | K::UnknownTopicOrPartition
+            | K::UnknownTopicId
+            | K::InconsistentTopicId
+            | K::KafkaStorageError
+            | K::ReplicaNotAvailable
+            | K::OffsetNotAvailable
+            | K::NotEnoughReplicas
+            | K::BrokerNotAvailable
+    ) || code.needs_metadata_refresh()
+}
+
+/// Reads a Fetch answer for the partitions asked (`requested`: partition → offset fetched
+/// from). `names` maps topic ids to names for v13+. A request-level error is returned as
+/// `Err` with its code.
+pub(crate) fn read_fetch_response(
+    version: i16,
+    resp: FetchResponse,
+    requested: &BTreeMap<TopicPartition, i64>,
+    names: &HashMap<Uuid, String>,
+    isolation: IsolationLevel,
+    limits: &DecodeLimits,
+) -> Result<Vec<(TopicPartition, PartitionFetch)>, KafkaCode> {
+    let top = KafkaCode::from_code(resp.error_code);
+    if top.is_error() {
+        return Err(top);
+    }
+    let mut out = Vec::new();
+    for topic in resp.responses {
+        let name = if version > LAST_VERSION_WITH_NAMES {
+            match names.get(&topic.topic_id) {
+                Some(n) => n.clone(),
+                None => continue, // not a topic we asked for
+            }
+        } else {
+            topic.topic
+        };
+        for p in topic.partitions {
+            let tp = TopicPartition::new(name.clone(), p.partition_index);
+            let Some(&from) = requested.get(&tp) else {
+                continue;
+            };
+            let code = KafkaCode::from_code(p.error_code);
+            let verdict = match code {
+                KafkaCode::None => {
+                    let aborted: Vec<(i64, i64)> = p
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|a| (a.producer_id, a.first_offset))
+                        .collect();
+                    partition_records(
+                        &tp,
+                        from,
+                        &p.records.unwrap_or_default(),
+                        isolation,
+                        &aborted,
+                        limits,
+                    )
+                }
+                KafkaCode::OffsetOutOfRange => PartitionFetch::OutOfRange { from },
+                c if needs_refresh(c) => PartitionFetch::Refresh(c),
+                c => PartitionFetch::Failed {
+                    code: c,
+                    detail: None,
+                },
+            };
+            out.push((tp, verdict));
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes one partition's records and keeps those the application should see.
+fn partition_records(
+    tp: &TopicPartition,
+    from: i64,
+    bytes: &Bytes,
+    isolation: IsolationLevel,
+    aborted: &[(i64, i64)],
+    limits: &DecodeLimits,
+) -> PartitionFetch {
+    let decoded = match records::decode(bytes, limits) {
+        Ok(d) => d,
+        Err(e) => {
+            return PartitionFetch::Failed {
+                code: KafkaCode::CorruptMessage,
+                detail: Some(format!("{tp} at offset {from}: {e}")),
+            }
+        }
+    };
+    let batches = scan_batches(bytes);
+    let skipped = if isolation == IsolationLevel::ReadCommitted {
+        aborted_batches(&batches, &decoded.control, aborted)
+    } else {
+        Vec::new()
+    };
+    let mut batch = batches.iter().peekable();
+    let mut skip = skipped.iter().peekable();
+    let mut records = Vec::with_capacity(decoded.records.len());
+    for r in decoded.records {
+        if r.offset < from {
+            continue; // the start of a batch the broker returned whole
+        }
+        while skip.peek().is_some_and(|&&(_, last)| last < r.offset) {
+            skip.next();
+        }
+        if skip
+            .peek()
+            .is_some_and(|&&(base, last)| base <= r.offset && r.offset <= last)
+        {
+            continue;
+        }
+        while batch.peek().is_some_and(|b| b.last_offset < r.offset) {
+            batch.next();
+        }
+        let leader_epoch = batch
+            .peek()
+            .filter(|b| b.base_offset <= r.offset)
+            .and_then(|b| b.leader_epoch);
+        records.push(ConsumerRecord {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            offset: r.offset,
+            timestamp: r.timestamp,
+            key: r.key,
+            value: r.value,
+            headers: r.headers,
+            leader_epoch,
+        });
+    }
+    PartitionFetch::Records {
+        from,
+        records,
+        next_offset: decoded.next_offset,
+    }
+}
+
+/// What the header of one batch (or legacy message) says, read without decoding it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchInfo {
+    /// First offset.
+    pub base_offset: i64,
+    /// Last offset (the message's own offset for legacy messages).
+    pub last_offset: i64,
+    /// Partition leader epoch when the batch was written (magic 2).
+    pub leader_epoch: Option<i32>,
+    /// Producer id, -1 for none.
+    pub producer_id: i64,
+    /// Part of a transaction.
+    pub transactional: bool,
+    /// Holds control records (transaction markers).
+    pub control: bool,
+}
+
+/// Magic 2 batch header layout, as offsets from the batch start.
+const BATCH_EPOCH: usize = 12;
+const BATCH_MAGIC: usize = 16;
+const BATCH_ATTRIBUTES: usize = 21;
+const BATCH_LAST_DELTA: usize = 23;
+const BATCH_PRODUCER_ID: usize = 43;
+const BATCH_HEADER: usize = 61;
+const TRANSACTIONAL_FLAG: u16 = 0x10;
+const CONTROL_FLAG: u16 = 0x20;
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(x)
+}
+
+/// Reads the headers of every complete batch in `bytes` (the records decoder has already
+/// validated them; here only the framing is trusted, and a short or odd batch ends the scan).
+pub(crate) fn scan_batches(bytes: &[u8]) -> Vec<BatchInfo> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while bytes.len().saturating_sub(pos) > BATCH_MAGIC {
+        let base_offset = be_i64(bytes, pos);
+        let len = be_i32(bytes, pos + 8);
+        let Ok(len) = usize::try_from(len) else {
+            break;
+        };
+        let end = pos.saturating_add(12).saturating_add(len);
+        if end > bytes.len() {
+            break;
+        }
+        let magic = bytes[pos + BATCH_MAGIC];
+        if magic >= 2 && end - pos >= BATCH_HEADER {
+            let attributes =
+                u16::from_be_bytes([bytes[pos + BATCH_ATTRIBUTES], bytes[pos + BATCH_ATTRIBUTES + 1]]);
+            let epoch = be_i32(bytes, pos + BATCH_EPOCH);
+            out.push(BatchInfo {
+                base_offset,
+                last_offset: base_offset.saturating_add(i64::from(be_i32(bytes, pos + BATCH_LAST_DELTA))),
+                leader_epoch: (epoch >= 0).then_some(epoch),
+                producer_id: be_i64(bytes, pos + BATCH_PRODUCER_ID),
+                transactional: attributes & TRANSACTIONAL_FLAG != 0,
+                control: attributes & CONTROL_FLAG != 0,
+            });
+        } else {
+            out.push(BatchInfo {
+                base_offset,
+                last_offset: base_offset,
+                leader_epoch: None,
+                producer_id: -1,
+                transactional: false,
+                control: false,
+            });
+        }
+        pos = end;
+    }
+    out
+}
+
+/// The offset ranges (inclusive) of batches that belong to aborted transactions, by the rule
+/// Kafka's consumer uses: an aborted transaction `(producer, first_offset)` from the Fetch
+/// answer makes every transactional batch of that producer from `first_offset` on aborted,
+/// until the producer's ABORT marker (a control record; `control` holds
+/// `(producer, offset, is_commit)`).
+pub(crate) fn aborted_batches(
+    batches: &[BatchInfo],
+    control: &[(i64, i64, bool)],
+    aborted: &[(i64, i64)],
+) -> Vec<(i64, i64)> {
+    let mut pending: Vec<(i64, i64)> = aborted.to_vec();
+    pending.sort_by_key(|&(_, first)| first);
+    let mut next = 0;
+    let mut open: HashSet<i64> = HashSet::new();
+    let mut out = Vec::new();
+    for b in batches {
+        if b.producer_id < 0 {
+            continue;
+        }
+        while next < pending.len() && pending[next].1 <= b.last_offset {
+            open.insert(pending[next].0);
+            next += 1;
+        }
+        if b.control {
+            let abort_marker = control.iter().any(|&(pid, offset, commit)| {
+                pid == b.producer_id && !commit && b.base_offset <= offset && offset <= b.last_offset
+            });
+            if abort_marker {
+                open.remove(&b.producer_id);
+            }
+        } else if b.transactional && open.contains(&b.producer_id) {
+            out.push((b.base_offset, b.last_offset));
+        }
+    }
+    out
+}
+
+/// The consumer's connections to partition leaders.
+#[derive(Debug, Default)]
+pub(crate) struct Fetcher {
+    conns: HashMap<i32, Connection>,
+}
+
+impl Fetcher {
+    /// Sends a Fetch for `targets` to `leader` over the consumer's own connection to it, built
+    /// at the version [`fetch_version`] picks. Returns the version used with the answer.
+    pub fn fetch(
+        &mut self,
+        client: &Client,
+        leader: &Broker,
+        targets: &[FetchTarget],
+        settings: &FetchSettings,
+    ) -> Result<(i16, FetchResponse)> {
+        let conn = match self.conns.entry(leader.id) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(client.connect(leader)?),
+        };
+        let negotiated = conn.version(ApiKey::Fetch)?;
+        let broker = conn.broker_versions().get(&ApiKey::Fetch.key()).copied();
+        let version = fetch_version(negotiated, targets, settings.isolation, broker)?;
+        let req = fetch_request(version, targets, settings);
+        // The broker may hold the request for max_wait before answering.
+        let wait = client.connection_config().request_timeout
+            + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0));
+        let result = conn.send_at(&req, version, Some(wait));
+        if conn.is_broken() {
+            self.conns.remove(&leader.id);
+        }
+        result.map(|r| (version, r))
+    }
+
+    /// Drops the connection to a broker (after it stopped leading or failed).
+    pub fn disconnect(&mut self, broker: i32) {
+        self.conns.remove(&broker);
+    }
+
+    /// Drops every connection.
+    pub fn clear(&mut self) {
+        self.conns.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use crate::protocol::Message;
+    use crate::records::{Compression, NewRecord};
+    use bytes::BytesMut;
+    use kafka_protocol::records::{
+        Compression as KpCompression, Record as KpRecord, RecordBatchEncoder, RecordEncodeOptions,
+        TimestampType,
+    };
+
+    fn settings(isolation: IsolationLevel) -> FetchSettings {
+        FetchSettings {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 50 << 20,
+            partition_max_bytes: 1 << 20,
+            isolation,
+        }
+    }
+
+    fn targets(with_ids: bool) -> Vec<FetchTarget> {
+        let id = |b: u8| if with_ids { Uuid([b; 16]) } else { Uuid::NIL };
+        vec![
+            FetchTarget {
+                tp: TopicPartition::new("a", 0),
+                topic_id: id(1),
+                offset: 5,
+                leader_epoch: 3,
+            },
+            FetchTarget {
+                tp: TopicPartition::new("a", 2),
+                topic_id: id(1),
+                offset: 6,
+                leader_epoch: 3,
+            },
+            FetchTarget {
+                tp: TopicPartition::new("b", 0),
+                topic_id: id(2),
+                offset: 0,
+                leader_epoch: -1,
+            },
+        ]
+    }
+
+    #[test]
+    fn fetch_encodes_at_every_version() {
+        for v in ApiKey::Fetch.versions().min..=ApiKey::Fetch.versions().max {
+            for with_ids in [false, true] {
+                let ts = targets(with_ids);
+                let Ok(version) = fetch_version(v, &ts, IsolationLevel::ReadUncommitted, None) else {
+                    panic!("v{v}");
+                };
+                assert!(version <= v);
+                if !with_ids {
+                    assert!(version <= 12, "no topic ids: names needed");
+                }
+                let req = fetch_request(version, &ts, &settings(IsolationLevel::ReadUncommitted));
+                let bytes = req
+                    .to_bytes(version)
+                    .unwrap_or_else(|e| panic!("Fetch v{version}: {e}"));
+                let back = FetchRequest::from_bytes(bytes, version).unwrap();
+                assert_eq!(back.topics.len(), 2, "partitions grouped per topic");
+                assert_eq!(back.topics[0].partitions.len(), 2);
+                assert_eq!(back.topics[0].partitions[1].fetch_offset, 6);
+                if version >= 13 {
+                    assert_eq!(back.topics[1].topic_id, Uuid([2; 16]));
+                } else {
+                    assert_eq!(back.topics[1].topic, "b");
+                }
+                if version >= 7 {
+                    assert_eq!((back.session_id, back.session_epoch), (0, -1));
+                }
+                let epoch = back.topics[0].partitions[0].current_leader_epoch;
+                assert_eq!(epoch, if version >= 9 { 3 } else { -1 });
+            }
+        }
+    }
+
+    #[test]
+    fn read_committed_needs_v4() {
+        let ts = targets(false);
+        assert!(matches!(
+            fetch_version(3, &ts, IsolationLevel::ReadCommitted, None),
+            Err(Error::UnsupportedVersion {
+                api: ApiKey::Fetch,
+                ..
+            })
+        ));
+        assert_eq!(
+            fetch_version(4, &ts, IsolationLevel::ReadCommitted, None).unwrap(),
+            4
+        );
+        assert_eq!(
+            fetch_version(17, &ts, IsolationLevel::ReadCommitted, None).unwrap(),
+            12
+        );
+        assert_eq!(
+            fetch_version(17, &targets(true), IsolationLevel::ReadCommitted, None).unwrap(),
+            17
+        );
+    }
+
+    fn batch(values: &[&str]) -> Bytes {
+        let recs: Vec<NewRecord> = values
+            .iter()
+            .map(|v| NewRecord {
+                value: Some(Bytes::from(v.to_string())),
+                key: Some(Bytes::from_static(b"k")),
+                ..Default::default()
+            })
+            .collect();
+        records::encode(&recs, Compression::None, 2).unwrap()
+    }
+
+    /// A batch written at `base` by `producer` (transactional), or a control batch with an
+    /// abort (`commit` false) or commit marker.
+    fn txn_batch(base: i64, producer: i64, n: usize, control: Option<bool>, epoch: i32) -> Bytes {
+        let recs: Vec<KpRecord> = (0..n)
+            .map(|i| KpRecord {
+                transactional: true,
+                control: control.is_some(),
+                partition_leader_epoch: epoch,
+                producer_id: producer,
+                producer_epoch: 0,
+                timestamp_type: TimestampType::Creation,
+                offset: base + i as i64,
+                sequence: i as i32,
+                timestamp: 1,
+                key: Some(match control {
+                    Some(commit) => Bytes::from(vec![0, 0, 0, u8::from(commit)]),
+                    None => Bytes::from_static(b"k"),
+                }),
+                value: Some(match control {
+                    Some(_) => Bytes::from(vec![0, 0, 0, 0, 0, 0]),
+                    None => Bytes::from(format!("v{}", base + i as i64)),
+                }),
+                delete_horizon: false,
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &recs,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: KpCompression::None,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    fn concat(parts: &[Bytes]) -> Bytes {
+        let mut v = Vec::new();
+        for p in parts {
+            v.extend_from_slice(p);
+        }
+        Bytes::from(v)
+    }
+
+    fn response(records: Bytes, code: KafkaCode, aborted: Option<Vec<(i64, i64)>>) -> FetchResponse {
+        FetchResponse {
+            responses: vec![FetchableTopicResponse {
+                topic: "a".into(),
+                topic_id: Uuid([1; 16]),
+                partitions: vec![PartitionData {
+                    partition_index: 0,
+                    error_code: code.code(),
+                    high_watermark: 100,
+                    aborted_transactions: aborted.map(|a| {
+                        a.into_iter()
+                            .map(|(producer_id, first_offset)| AbortedTransaction {
+                                producer_id,
+                                first_offset,
+                                ..Default::default()
+                            })
+                            .collect()
+                    }),
+                    records: Some(records),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn read(
+        version: i16,
+        resp: FetchResponse,
+        from: i64,
+        isolation: IsolationLevel,
+    ) -> Vec<(TopicPartition, PartitionFetch)> {
+        let requested: BTreeMap<_, _> = [(TopicPartition::new("a", 0), from)].into_iter().collect();
+        let names: HashMap<_, _> = [(Uuid([1; 16]), "a".to_string())].into_iter().collect();
+        read_fetch_response(
+            version,
+            resp,
+            &requested,
+            &names,
+            isolation,
+            &DecodeLimits::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn records_below_the_fetch_offset_are_skipped() {
+        let out = read(
+            12,
+            response(batch(&["a", "b", "c"]), KafkaCode::None, None),
+            1,
+            IsolationLevel::ReadUncommitted,
+        );
+        let PartitionFetch::Records {
+            records, next_offset, ..
+        } = &out[0].1
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(records[0].value.as_deref(), Some(&b"b"[..]));
+        assert_eq!(records[0].topic, "a");
+        assert_eq!(*next_offset, Some(3));
+    }
+
+    #[test]
+    fn v13_answers_are_mapped_back_by_topic_id() {
+        let out = read(
+            13,
+            response(batch(&["x"]), KafkaCode::None, None),
+            0,
+            IsolationLevel::ReadUncommitted,
+        );
+        assert_eq!(out[0].0, TopicPartition::new("a", 0));
+    }
+
+    #[test]
+    fn partition_errors() {
+        let cases = [
+            (KafkaCode::NotLeaderOrFollower, "refresh"),
+            (KafkaCode::FencedLeaderEpoch, "refresh"),
+            (KafkaCode::UnknownLeaderEpoch, "refresh"),
+            (KafkaCode::LeaderNotAvailable, "refresh"),
+            (KafkaCode::UnknownTopicOrPartition, "refresh"),
+            (KafkaCode::UnknownTopicId, "refresh"),
+            (KafkaCode::OffsetOutOfRange, "reset"),
+            (KafkaCode::TopicAuthorizationFailed, "fail"),
+        ];
+        for (code, want) in cases {
+            let out = read(
+                12,
+                response(Bytes::new(), code, None),
+                4,
+                IsolationLevel::ReadUncommitted,
+            );
+            let got = match &out[0].1 {
+                PartitionFetch::Refresh(_) => "refresh",
+                PartitionFetch::OutOfRange { from: 4 } => "reset",
+                PartitionFetch::Failed { .. } => "fail",
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(got, want, "{code}");
+        }
+        let mut top = response(Bytes::new(), KafkaCode::None, None);
+        top.error_code = KafkaCode::UnknownServerError.code();
+        let requested = BTreeMap::new();
+        assert_eq!(
+            read_fetch_response(
+                12,
+                top,
+                &requested,
+                &HashMap::new(),
+                IsolationLevel::ReadUncommitted,
+                &DecodeLimits::default()
+            ),
+            Err(KafkaCode::UnknownServerError)
+        );
+    }
+
+    #[test]
+    fn corrupt_records_fail_the_partition_naming_it() {
+        let mut bad = batch(&["a"]).to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff; // breaks the CRC
+        let out = read(
+            12,
+            response(Bytes::from(bad), KafkaCode::None, None),
+            0,
+            IsolationLevel::ReadUncommitted,
+        );
+        match &out[0].1 {
+            PartitionFetch::Failed {
+                code: KafkaCode::CorruptMessage,
+                detail: Some(d),
+            } => assert!(d.contains("a-0"), "{d}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn batch_headers_are_scanned() {
+        let bytes = concat(&[
+            txn_batch(0, 7, 2, None, 4),
+            txn_batch(2, 7, 1, Some(true), 4),
+            batch(&["x"]),
+        ]);
+        let b = scan_batches(&bytes);
+        assert_eq!(b.len(), 3);
+        assert_eq!((b[0].base_offset, b[0].last_offset, b[0].producer_id), (0, 1, 7));
+        assert!(b[0].transactional && !b[0].control);
+        assert_eq!(b[0].leader_epoch, Some(4));
+        assert!(b[1].control);
+        // The plain batch from `records::encode` has no producer and starts at 0 (the broker
+        // assigns offsets on append).
+        assert_eq!(b[2].producer_id, -1);
+        // A truncated tail is ignored.
+        assert_eq!(scan_batches(&bytes[..bytes.len() - 3]).len(), 2);
+        assert!(scan_batches(&[]).is_empty());
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_transactions() {
+        // Producer 7: offsets 0-1 aborted (marker at 2); producer 8: 3-4 committed (marker 5);
+        // producer 7 again: 6 (a new transaction, committed at 7).
+        let bytes = concat(&[
+            txn_batch(0, 7, 2, None, 1),
+            txn_batch(2, 7, 1, Some(false), 1),
+            txn_batch(3, 8, 2, None, 1),
+            txn_batch(5, 8, 1, Some(true), 1),
+            txn_batch(6, 7, 1, None, 1),
+            txn_batch(7, 7, 1, Some(true), 1),
+        ]);
+        let offsets = |isolation| {
+            let out = read(
+                12,
+                response(bytes.clone(), KafkaCode::None, Some(vec![(7, 0)])),
+                0,
+                isolation,
+            );
+            match &out[0].1 {
+                PartitionFetch::Records {
+                    records, next_offset, ..
+                } => {
+                    assert_eq!(*next_offset, Some(8));
+                    records.iter().map(|r| r.offset).collect::<Vec<_>>()
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(offsets(IsolationLevel::ReadCommitted), vec![3, 4, 6]);
+        assert_eq!(offsets(IsolationLevel::ReadUncommitted), vec![0, 1, 3, 4, 6]);
+    }
+
+    #[test]
+    fn records_carry_their_batch_leader_epoch() {
+        let bytes = concat(&[txn_batch(0, 7, 2, None, 9), txn_batch(2, 7, 1, Some(true), 9)]);
+        let out = read(
+            12,
+            response(bytes, KafkaCode::None, None),
+            0,
+            IsolationLevel::ReadUncommitted,
+        );
+        let PartitionFetch::Records { records, .. } = &out[0].1 else {
+            panic!()
+        };
+        assert!(records.iter().all(|r| r.leader_epoch == Some(9)));
+    }
+}

@@ -1,0 +1,1003 @@
+//! The [`Consumer`]: subscribe, poll records, commit, on top of a [`GroupMember`].
+//!
+//! Small modules, one job each: [`builder`] and [`config`] (settings), [`record`] (what poll
+//! returns), [`positions`] (per-partition positions and the commit floor, pure), [`offsets`]
+//! (OffsetCommit / OffsetFetch / ListOffsets requests and answers, pure), [`fetcher`] (Fetch
+//! requests per leader and version, answers, per-partition errors). This file ties them to the
+//! member and the network: the poll loop, offset lookups and commits.
+
+mod builder;
+mod config;
+mod fetcher;
+mod offsets;
+mod positions;
+mod record;
+
+pub use builder::ConsumerBuilder;
+pub use config::{IsolationLevel, OffsetReset};
+pub use record::{ConsumerRecord, Polled};
+
+use crate::client::{Client, Metadata};
+use crate::error::{Error, Result, Timeout};
+use crate::group::action::{classify, GroupAction};
+use crate::group::{GroupEvent, GroupMember, TopicPartition};
+use crate::protocol::{ApiKey, Uuid};
+use crate::records::DecodeLimits;
+use crate::KafkaCode;
+use config::ConsumerConfig;
+use fetcher::{FetchSettings, FetchTarget, Fetcher, PartitionFetch};
+use offsets::CommitOutcome;
+use positions::{Positions, ResetReason};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Records fetched for one partition and not yet returned.
+#[derive(Debug)]
+struct Buffered {
+    tp: TopicPartition,
+    records: VecDeque<ConsumerRecord>,
+    /// Where the partition goes on once these are returned.
+    next_offset: i64,
+}
+
+/// A consumer: one member of a consumer group that fetches its partitions' records.
+///
+/// - **Poll.** [`Consumer::poll`] first lets the member react to the group (join, rebalance,
+///   coordinator moves), then returns buffered records or fetches: one Fetch per partition
+///   leader, over a connection of the consumer's own, waiting up to `fetch.max.wait.ms` on the
+///   broker until `fetch.min.bytes` are there, and repeating until records arrive or the
+///   timeout passes. At most `max.poll.records` come back per call; the rest stay buffered and
+///   their partitions are not fetched again until drained. No background thread prefetches:
+///   the next fetch starts when the application polls.
+/// - **Positions.** After an assignment each partition starts at its committed offset
+///   (OffsetFetch); without one, or when a fetch answers OFFSET_OUT_OF_RANGE,
+///   `auto.offset.reset` applies (ListOffsets at the leader, or [`Error::NoOffset`]).
+///   [`Consumer::position`] is the offset of the next record `poll` returns.
+/// - **Commits.** [`Consumer::commit`] commits the positions, i.e. everything `poll` has
+///   returned so far; [`Consumer::commit_offsets`] commits given offsets. Both are synchronous
+///   OffsetCommits to the group coordinator with the member's generation, member id and (v7+,
+///   static members) `group.instance.id`. A commit the coordinator rejects because the
+///   generation is over (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+///   FENCED_INSTANCE_ID) is returned as [`Error::Kafka`] with `api: ApiKey::OffsetCommit` and
+///   that code, never dropped: the records after the last successful commit will be delivered
+///   again (to this member or another), and the application can act on that.
+/// - **Committed offsets never move backwards** because of a stale commit: within one
+///   assignment, an offset below what is known to be committed for the partition (what
+///   OffsetFetch said at assignment, raised by every successful commit) is not sent, and a
+///   warning is logged. Only an explicit [`Consumer::seek`] lowers that floor, since rewinding
+///   is then the application's decision.
+/// - **Rebalances (eager).** When the group rebalances, `poll` returns a [`Polled`] with a
+///   [`GroupEvent::Revoked`] and no records, and rejoins only on the *next* `poll`. In between
+///   the old generation is still valid (the group is preparing the rebalance), so the
+///   application commits what it processed with [`Consumer::commit`]; with auto-commit on, the
+///   consumer has already done so before returning. After the rejoin, the `poll` that returns
+///   [`GroupEvent::Assigned`] starts each partition from its committed offset.
+/// - **Auto-commit** (`enable.auto.commit`, on by default as in Kafka's Java client): inside
+///   `poll`, once `auto.commit.interval.ms` has passed, the positions are committed (what
+///   earlier polls returned, which the application has processed by the time it polls again);
+///   also before a revocation and in [`Consumer::close`]. An auto-commit that fails is logged
+///   as a warning: the records since the last successful commit are delivered again, which is
+///   the at-least-once contract auto-commit gives.
+///
+/// ```no_run
+/// use kafka_group::{Client, OffsetReset};
+/// use std::time::Duration;
+///
+/// let client = Client::builder().bootstrap_servers("localhost:9092").build()?;
+/// let mut consumer = client
+///     .consumer("billing")
+///     .group_instance_id("billing-1")
+///     .subscribe(["invoices"])
+///     .auto_offset_reset(OffsetReset::Earliest)
+///     .enable_auto_commit(false)
+///     .build()?;
+/// loop {
+///     let polled = consumer.poll(Duration::from_secs(1))?;
+///     if polled.revoked().is_some() {
+///         // Last chance to commit with the generation that owned the partitions.
+///         consumer.commit()?;
+///         continue;
+///     }
+///     for record in &polled.records {
+///         println!("{}-{}@{}: {:?}", record.topic, record.partition, record.offset, record.value);
+///     }
+///     consumer.commit()?;
+/// }
+/// # Ok::<(), kafka_group::Error>(())
+/// ```
+///
+/// Blocking and single-threaded: every call runs on the caller's thread (the member's
+/// heartbeats run on its own). Dropping a consumer without [`close`](Self::close) skips the
+/// final auto-commit.
+#[derive(Debug)]
+pub struct Consumer {
+    client: Client,
+    member: GroupMember,
+    config: ConsumerConfig,
+    positions: Positions,
+    buffer: VecDeque<Buffered>,
+    fetcher: Fetcher,
+    last_auto_commit: Instant,
+    metadata_stale: bool,
+    last_metadata_refresh: Option<Instant>,
+    /// Rotates the partition order of fetch requests, so that with a tight `fetch.max.bytes`
+    /// the partitions at the front do not starve the rest.
+    rotation: usize,
+    limits: DecodeLimits,
+}
+
+impl Consumer {
+    /// The group member underneath (generation, member id, state, metrics).
+    pub fn member(&self) -> &GroupMember {
+        &self.member
+    }
+
+    /// The subscribed topics.
+    pub fn subscription(&self) -> &[String] {
+        self.member.topics()
+    }
+
+    /// The partitions assigned to this consumer (empty before the first join and between a
+    /// revocation and the next assignment).
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.positions.assignment()
+    }
+
+    /// The offset of the next record [`poll`](Self::poll) returns for `tp`: one past the last
+    /// record returned, the committed offset, or the reset position. `None` while the
+    /// partition is not assigned or its position is not known yet.
+    pub fn position(&self, tp: &TopicPartition) -> Option<i64> {
+        if !self.positions.is_assigned(tp) {
+            return None;
+        }
+        self.positions.position(tp)
+    }
+
+    /// Makes the next [`poll`](Self::poll) return `tp`'s records from `offset` on, dropping
+    /// any buffered ones. Seeking below the committed offset also allows committing below it
+    /// (see the [`Consumer`] docs). Fails with [`Error::NotAssigned`] for a partition not assigned.
+    pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        if offset < 0 || !self.positions.seek(tp, offset) {
+            if offset < 0 {
+                return Err(Error::Config {
+                    property: "seek",
+                    problem: format!("offset {offset} for {tp} is negative"),
+                });
+            }
+            return Err(Error::NotAssigned(tp.clone()));
+        }
+        self.buffer.retain(|b| &b.tp != tp);
+        log::info!("{}: seek {tp} to {offset}", self.ctx());
+        Ok(())
+    }
+
+    fn ctx(&self) -> String {
+        format!(
+            "group={} member={} instance={} generation={}",
+            self.member.group_id(),
+            if self.member.member_id().is_empty() {
+                "-"
+            } else {
+                self.member.member_id()
+            },
+            self.member.group_instance_id().unwrap_or("-"),
+            self.member.generation().map_or(-1, |g| g.id)
+        )
+    }
+
+    /// Waits up to `timeout` for records. Joins the group on the first call and rejoins when a
+    /// rebalance is pending (bounded by the rebalance timeout, even past `timeout`: a member
+    /// that stops halfway through a rebalance only makes it longer for everyone).
+    ///
+    /// Returns early with no records and a [`GroupEvent::Revoked`] when a rebalance starts;
+    /// see the [`Consumer`] docs.
+    pub fn poll(&mut self, timeout: Duration) -> Result<Polled> {
+        let deadline = Instant::now() + timeout;
+        let mut events = Vec::new();
+        let mut wait = Duration::ZERO;
+        loop {
+            let group_events = self.member.poll(wait)?;
+            let revoked = self.on_group_events(&group_events);
+            events.extend(group_events);
+            if revoked {
+                return Ok(Polled {
+                    records: Vec::new(),
+                    events,
+                });
+            }
+            self.maybe_auto_commit();
+            let records = self.drain();
+            if !records.is_empty() {
+                return Ok(Polled { records, events });
+            }
+            self.ensure_positions()?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.positions.fetchable().is_empty() {
+                if left.is_zero() {
+                    return Ok(Polled {
+                        records: Vec::new(),
+                        events,
+                    });
+                }
+                // Nothing to fetch (no partitions): wait for the group instead.
+                wait = left;
+                continue;
+            }
+            wait = Duration::ZERO;
+            self.fetch_once(deadline)?;
+            if self.buffer.is_empty() && Instant::now() >= deadline {
+                return Ok(Polled {
+                    records: Vec::new(),
+                    events,
+                });
+            }
+        }
+    }
+
+    /// Applies group events; true when the partitions were revoked and not yet reassigned.
+    fn on_group_events(&mut self, events: &[GroupEvent]) -> bool {
+        for e in events {
+            match e {
+                GroupEvent::Revoked { partitions, .. } => {
+                    if self.config.enable_auto_commit && !self.positions.is_revoked() {
+                        if let Err(e) = self.commit() {
+                            log::warn!(
+                                "{}: auto-commit before revoking {} partitions failed: {e}; records \
+                                 since the last commit will be delivered again",
+                                self.ctx(),
+                                partitions.len()
+                            );
+                        }
+                    }
+                    self.buffer.clear();
+                    self.positions.revoke();
+                }
+                GroupEvent::Assigned { partitions, .. } => {
+                    self.buffer.clear();
+                    self.positions.assign(partitions);
+                    self.metadata_stale = true;
+                    self.last_auto_commit = Instant::now();
+                }
+                _ => {}
+            }
+        }
+        self.positions.is_revoked()
+    }
+
+    fn maybe_auto_commit(&mut self) {
+        if !self.config.enable_auto_commit
+            || self.positions.is_revoked()
+            || self.last_auto_commit.elapsed() < self.config.auto_commit_interval
+        {
+            return;
+        }
+        self.last_auto_commit = Instant::now();
+        if let Err(e) = self.commit() {
+            log::warn!(
+                "{}: auto-commit failed: {e}; records since the last commit may be delivered again",
+                self.ctx()
+            );
+        }
+    }
+
+    /// Hands out up to `max.poll.records` buffered records, advancing the positions.
+    fn drain(&mut self) -> Vec<ConsumerRecord> {
+        let max = self.config.max_poll_records;
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(front) = self.buffer.front_mut() else {
+                break;
+            };
+            let n = (max - out.len()).min(front.records.len());
+            let mut last = None;
+            for r in front.records.drain(..n) {
+                last = Some((r.offset, r.leader_epoch));
+                out.push(r);
+            }
+            let epoch = last.and_then(|(_, e)| e);
+            if front.records.is_empty() {
+                // Past control records and gaps too, so that a commit does not point at them.
+                self.positions.consumed(&front.tp, front.next_offset, epoch);
+                self.buffer.pop_front();
+            } else if let Some((offset, _)) = last {
+                self.positions.consumed(&front.tp, offset + 1, epoch);
+            }
+        }
+        out
+    }
+
+    /// Gives every assigned partition a position: the committed offset, else the reset policy.
+    fn ensure_positions(&mut self) -> Result<()> {
+        let awaiting = self.positions.awaiting_committed();
+        if !awaiting.is_empty() {
+            let committed = self.fetch_committed(&awaiting)?;
+            for tp in &awaiting {
+                let c = committed.get(tp).copied().flatten();
+                self.positions.apply_committed(tp, c);
+            }
+            log::info!(
+                "{}: committed offsets {:?}",
+                self.ctx(),
+                awaiting
+                    .iter()
+                    .map(|tp| (
+                        tp.to_string(),
+                        committed.get(tp).copied().flatten().map(|(o, _)| o)
+                    ))
+                    .collect::<Vec<_>>()
+            );
+        }
+        let resets = self.positions.needing_reset();
+        if resets.is_empty() {
+            return Ok(());
+        }
+        let Some(timestamp) = self.config.auto_offset_reset.timestamp() else {
+            return Err(Error::NoOffset {
+                partitions: resets
+                    .into_iter()
+                    .map(|(tp, r)| {
+                        let offset = match r {
+                            ResetReason::OutOfRange(o) => Some(o),
+                            ResetReason::NoCommittedOffset => None,
+                        };
+                        (tp, offset)
+                    })
+                    .collect(),
+            });
+        };
+        let tps: Vec<TopicPartition> = resets.iter().map(|(tp, _)| tp.clone()).collect();
+        let found = self.list_offsets(&tps, timestamp)?;
+        for (tp, reason) in resets {
+            if let Some(&offset) = found.get(&tp) {
+                log::info!(
+                    "{}: {tp}: {} -> reset to {offset} ({:?})",
+                    self.ctx(),
+                    match reason {
+                        ResetReason::OutOfRange(o) => format!("offset {o} out of range"),
+                        ResetReason::NoCommittedOffset => "no committed offset".to_string(),
+                    },
+                    self.config.auto_offset_reset
+                );
+                self.positions.reset_to(&tp, offset);
+            }
+        }
+        Ok(())
+    }
+
+    /// Metadata covering the subscribed topics, refreshed when asked to or when an assigned
+    /// partition has no known leader (at most once per `retry.backoff.ms`; a refresh clears
+    /// `metadata_stale`).
+    fn metadata(&mut self, force: bool) -> Result<Arc<Metadata>> {
+        let cached = self.client.cached_metadata();
+        let missing = self
+            .positions
+            .assignment()
+            .iter()
+            .any(|tp| leader_of(&cached, tp).is_none());
+        let recently = self
+            .last_metadata_refresh
+            .is_some_and(|t| t.elapsed() < self.client.retry_backoff());
+        if (force || missing) && !recently {
+            self.last_metadata_refresh = Some(Instant::now());
+            let topics: Vec<&str> = self.member.topics().iter().map(String::as_str).collect();
+            let fresh = self.client.refresh_metadata(Some(&topics))?;
+            self.metadata_stale = false;
+            return Ok(fresh);
+        }
+        Ok(cached)
+    }
+
+    /// One round of fetches, one per leader; records go to the buffer.
+    fn fetch_once(&mut self, deadline: Instant) -> Result<()> {
+        let meta = match self.metadata(self.metadata_stale) {
+            Ok(m) => m,
+            Err(e) if transient(&e) => {
+                log::debug!("{}: metadata refresh failed: {e}", self.ctx());
+                self.pause_until(deadline);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let mut fetchable = self.positions.fetchable();
+        if !fetchable.is_empty() {
+            let n = self.rotation % fetchable.len();
+            fetchable.rotate_left(n);
+            self.rotation = self.rotation.wrapping_add(1);
+        }
+        let mut by_leader: BTreeMap<i32, Vec<FetchTarget>> = BTreeMap::new();
+        for (tp, offset) in fetchable {
+            match leader_of(&meta, &tp) {
+                Some((leader, epoch, topic_id)) => by_leader.entry(leader).or_default().push(FetchTarget {
+                    tp,
+                    topic_id,
+                    offset,
+                    leader_epoch: epoch,
+                }),
+                None => self.metadata_stale = true,
+            }
+        }
+        let mut got = false;
+        let mut failure = None;
+        for (leader, targets) in by_leader {
+            let Some(broker) = meta.brokers.get(&leader) else {
+                self.metadata_stale = true;
+                continue;
+            };
+            // One leader may hold the fetch for max_wait; once records are in hand the others
+            // are only asked for what they have now.
+            let wait = if got {
+                Duration::ZERO
+            } else {
+                self.config
+                    .fetch_max_wait
+                    .min(deadline.saturating_duration_since(Instant::now()))
+            };
+            let settings = FetchSettings {
+                max_wait_ms: wait.as_millis().min(i32::MAX as u128) as i32,
+                min_bytes: self.config.fetch_min_bytes,
+                max_bytes: self.config.fetch_max_bytes,
+                partition_max_bytes: self.config.max_partition_fetch_bytes,
+                isolation: self.config.isolation_level,
+            };
+            let (version, resp) = match self.fetcher.fetch(&self.client, broker, &targets, &settings) {
+                Ok(r) => r,
+                Err(e) if transient(&e) => {
+                    log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
+                    self.fetcher.disconnect(leader);
+                    self.metadata_stale = true;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let requested: BTreeMap<TopicPartition, i64> =
+                targets.iter().map(|t| (t.tp.clone(), t.offset)).collect();
+            let names: HashMap<Uuid, String> =
+                targets.iter().map(|t| (t.topic_id, t.tp.topic.clone())).collect();
+            let parts = match fetcher::read_fetch_response(
+                version,
+                resp,
+                &requested,
+                &names,
+                self.config.isolation_level,
+                &self.limits,
+            ) {
+                Ok(p) => p,
+                Err(code) if code.is_retriable() => {
+                    log::debug!("{}: fetch from broker {leader}: {code}", self.ctx());
+                    self.metadata_stale = true;
+                    continue;
+                }
+                Err(code) => {
+                    return Err(Error::Kafka {
+                        api: ApiKey::Fetch,
+                        code,
+                        message: Some(format!("fetch from broker {leader}")),
+                    })
+                }
+            };
+            for (tp, outcome) in parts {
+                match outcome {
+                    PartitionFetch::Records {
+                        from,
+                        records,
+                        next_offset,
+                    } => {
+                        let last = records.last().map(|r| r.offset + 1);
+                        let next = next_offset.max(last);
+                        match next {
+                            Some(next) if !records.is_empty() => {
+                                got = true;
+                                self.positions.fetched(&tp, from, next);
+                                self.buffer.push_back(Buffered {
+                                    tp,
+                                    records: records.into(),
+                                    next_offset: next,
+                                });
+                            }
+                            Some(next) => self.positions.skip_to(&tp, from, next),
+                            None => {}
+                        }
+                    }
+                    PartitionFetch::Refresh(code) => {
+                        log::debug!("{}: {tp}: {code}; refreshing metadata", self.ctx());
+                        self.metadata_stale = true;
+                    }
+                    PartitionFetch::OutOfRange { from } => {
+                        log::info!("{}: {tp}: offset {from} is out of range", self.ctx());
+                        self.positions.out_of_range(&tp, from);
+                    }
+                    PartitionFetch::Failed { code, detail } => {
+                        failure.get_or_insert(Error::Kafka {
+                            api: ApiKey::Fetch,
+                            code,
+                            message: Some(detail.unwrap_or_else(|| tp.to_string())),
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(e) = failure {
+            // Records fetched for other partitions stay buffered for the next poll.
+            return Err(e);
+        }
+        if self.metadata_stale && !got {
+            self.pause_until(deadline);
+        }
+        Ok(())
+    }
+
+    /// Sleeps `retry.backoff.ms`, but not past `deadline`.
+    fn pause_until(&self, deadline: Instant) {
+        let pause = self
+            .client
+            .retry_backoff()
+            .min(deadline.saturating_duration_since(Instant::now()));
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+    }
+
+    /// ListOffsets at each partition's leader for `timestamp` (-2 earliest, -1 latest),
+    /// retrying leader changes until `default.api.timeout.ms`.
+    fn list_offsets(
+        &mut self,
+        tps: &[TopicPartition],
+        timestamp: i64,
+    ) -> Result<BTreeMap<TopicPartition, i64>> {
+        let deadline = Instant::now() + self.client.api_timeout();
+        let mut left: BTreeSet<TopicPartition> = tps.iter().cloned().collect();
+        let mut found = BTreeMap::new();
+        let mut force = false;
+        loop {
+            let meta = match self.metadata(force) {
+                Ok(m) => m,
+                Err(e) if transient(&e) => {
+                    log::debug!("{}: metadata refresh failed: {e}", self.ctx());
+                    self.client.cached_metadata()
+                }
+                Err(e) => return Err(e),
+            };
+            force = false;
+            let mut by_leader: BTreeMap<i32, BTreeMap<TopicPartition, (i64, i32)>> = BTreeMap::new();
+            for tp in &left {
+                match leader_of(&meta, tp) {
+                    Some((leader, epoch, _)) => {
+                        by_leader
+                            .entry(leader)
+                            .or_default()
+                            .insert(tp.clone(), (timestamp, epoch));
+                    }
+                    None => force = true,
+                }
+            }
+            let mut last_problem = None;
+            for (leader, targets) in by_leader {
+                let isolation = self.config.isolation_level.code();
+                let mut version = 0;
+                let resp = self.client.send_to(leader, |v| {
+                    version = v;
+                    offsets::list_offsets_request(v, isolation, &targets)
+                });
+                let resp = match resp {
+                    Ok(r) => r,
+                    Err(e) if transient(&e) => {
+                        log::debug!("{}: ListOffsets at broker {leader} failed: {e}", self.ctx());
+                        last_problem = Some(e.to_string());
+                        force = true;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                for (tp, result) in offsets::list_offsets_result(version, &resp) {
+                    if !left.contains(&tp) {
+                        continue;
+                    }
+                    match result {
+                        Ok(offset) => {
+                            left.remove(&tp);
+                            found.insert(tp, offset);
+                        }
+                        Err(code) if code.is_retriable() || fetcher_refresh(code) => {
+                            log::debug!("{}: ListOffsets {tp}: {code}; retrying", self.ctx());
+                            last_problem = Some(format!("{tp}: {code}"));
+                            force = true;
+                        }
+                        Err(code) => {
+                            return Err(Error::Kafka {
+                                api: ApiKey::ListOffsets,
+                                code,
+                                message: Some(tp.to_string()),
+                            })
+                        }
+                    }
+                }
+            }
+            if left.is_empty() {
+                return Ok(found);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    which: Timeout::Retries,
+                    addr: format!(
+                        "ListOffsets for {} partitions ({})",
+                        left.len(),
+                        last_problem.unwrap_or_else(|| "no leader".into())
+                    ),
+                });
+            }
+            self.pause_until(deadline);
+        }
+    }
+
+    /// The offsets committed for `partitions` (OffsetFetch to the group coordinator); `None`
+    /// where nothing is committed.
+    pub fn committed(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
+        let got = self.fetch_committed(partitions)?;
+        Ok(partitions
+            .iter()
+            .map(|tp| (tp.clone(), got.get(tp).copied().flatten().map(|(o, _)| o)))
+            .collect())
+    }
+
+    fn fetch_committed(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, offsets::Committed>> {
+        let deadline = Instant::now() + self.client.api_timeout();
+        let group = self.member.group_id().to_string();
+        // Under read_committed, wait for pending transactional offset commits to settle
+        // (KIP-447), as Kafka's consumer does.
+        let require_stable = self.config.isolation_level == IsolationLevel::ReadCommitted;
+        loop {
+            let problem = match self
+                .member
+                .coordinator_request(|v| offsets::offset_fetch_request(v, &group, partitions, require_stable))
+            {
+                Ok(resp) => match offsets::offset_fetch_result(&resp) {
+                    Ok(map) => return Ok(map),
+                    Err(code) => match classify(code) {
+                        GroupAction::RediscoverCoordinator => {
+                            self.member.forget_coordinator();
+                            Error::Kafka {
+                                api: ApiKey::OffsetFetch,
+                                code,
+                                message: None,
+                            }
+                        }
+                        GroupAction::Retry => Error::Kafka {
+                            api: ApiKey::OffsetFetch,
+                            code,
+                            message: None,
+                        },
+                        _ => {
+                            return Err(Error::Kafka {
+                                api: ApiKey::OffsetFetch,
+                                code,
+                                message: Some(format!("group {group}")),
+                            })
+                        }
+                    },
+                },
+                Err(e) if transient(&e) => e,
+                Err(e) => return Err(e),
+            };
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    which: Timeout::Retries,
+                    addr: format!("OffsetFetch for group {group}: {problem}"),
+                });
+            }
+            log::debug!("{}: OffsetFetch: {problem}; retrying", self.ctx());
+            self.pause_until(deadline);
+        }
+    }
+
+    /// Commits the positions of every assigned partition — everything [`poll`](Self::poll)
+    /// has returned — synchronously. Between a poll that returned [`GroupEvent::Revoked`] and
+    /// the next poll, commits the revoked partitions with the generation that owned them.
+    /// Partitions whose position equals the committed offset are not sent again; with nothing
+    /// to commit no request is made.
+    ///
+    /// A rejection because the generation is over comes back as [`Error::Kafka`] with
+    /// `api: ApiKey::OffsetCommit` and the code (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+    /// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); the next poll rejoins and the uncommitted
+    /// records are delivered again.
+    pub fn commit(&mut self) -> Result<()> {
+        let offsets = self.positions.uncommitted();
+        self.commit_inner(offsets)
+    }
+
+    /// Commits the given offsets (the offset of the next record to read, as Kafka counts),
+    /// synchronously, with the same error rules as [`commit`](Self::commit). An offset below
+    /// the partition's committed offset is skipped with a warning (see the [`Consumer`] docs).
+    pub fn commit_offsets(&mut self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
+        let offsets = offsets
+            .iter()
+            .map(|(tp, &o)| {
+                // The leader epoch is known only for the position poll reached.
+                let epoch = None;
+                (tp.clone(), (o, epoch))
+            })
+            .collect();
+        self.commit_inner(offsets)
+    }
+
+    fn commit_inner(&mut self, offsets: BTreeMap<TopicPartition, (i64, Option<i32>)>) -> Result<()> {
+        let check = self.positions.check_commit(&offsets);
+        for (tp, (offset, floor)) in &check.stale {
+            log::warn!(
+                "{}: not committing {tp} at {offset}: {floor} is already committed and committed \
+                 offsets do not move backwards (seek first to rewind)",
+                self.ctx()
+            );
+        }
+        let mut pending = check.send;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.client.api_timeout();
+        let group = self.member.group_id().to_string();
+        let instance = self
+            .member
+            .group_instance_id()
+            .filter(|_| self.member.is_static())
+            .map(String::from);
+        loop {
+            let generation = self.member.generation().cloned();
+            let result = self.member.coordinator_request(|v| {
+                offsets::offset_commit_request(v, &group, generation.as_ref(), instance.as_deref(), &pending)
+            });
+            let problem = match result {
+                Ok(resp) => {
+                    let (ok, outcome) = offsets::commit_outcome(&resp);
+                    for tp in ok {
+                        if let Some((offset, _)) = pending.remove(&tp) {
+                            self.positions.committed_ok(&tp, offset);
+                        }
+                    }
+                    match outcome {
+                        CommitOutcome::Done => {
+                            log::debug!("{}: committed", self.ctx());
+                            return Ok(());
+                        }
+                        CommitOutcome::Retry {
+                            partitions,
+                            rediscover,
+                            code,
+                        } => {
+                            if rediscover {
+                                self.member.forget_coordinator();
+                            }
+                            pending.retain(|tp, _| partitions.contains(tp));
+                            Error::Kafka {
+                                api: ApiKey::OffsetCommit,
+                                code,
+                                message: None,
+                            }
+                        }
+                        CommitOutcome::Failed {
+                            code,
+                            partitions,
+                            rejoin,
+                        } => {
+                            if rejoin {
+                                self.member.request_rejoin();
+                            }
+                            let list: Vec<String> = partitions.iter().map(ToString::to_string).collect();
+                            log::warn!("{}: commit of {} rejected: {code}", self.ctx(), list.join(", "));
+                            return Err(Error::Kafka {
+                                api: ApiKey::OffsetCommit,
+                                code,
+                                message: Some(format!(
+                                    "commit of {} rejected in generation {}",
+                                    list.join(", "),
+                                    generation.map_or(-1, |g| g.id)
+                                )),
+                            });
+                        }
+                    }
+                }
+                Err(e) if transient(&e) => e,
+                Err(e) => return Err(e),
+            };
+            if Instant::now() >= deadline {
+                return Err(problem);
+            }
+            log::debug!("{}: OffsetCommit: {problem}; retrying", self.ctx());
+            self.pause_until(deadline);
+        }
+    }
+
+    /// Commits (if auto-commit is on), then closes the member: a static member keeps its
+    /// partitions until its session times out, a dynamic one leaves the group. Returns the
+    /// commit's error if it failed (the member is closed regardless).
+    pub fn close(mut self) -> Result<()> {
+        let committed = if self.config.enable_auto_commit && !self.positions.assignment().is_empty() {
+            self.commit()
+        } else {
+            Ok(())
+        };
+        self.fetcher.clear();
+        self.positions.clear();
+        let closed = self.member.close();
+        committed.and(closed)
+    }
+}
+
+/// Errors after which the same request may work later: lost connections, moving
+/// coordinators, unknown brokers.
+fn transient(e: &Error) -> bool {
+    e.is_coordinator_transient()
+        || matches!(e, Error::Kafka { code, .. } if code.is_retriable() || fetcher_refresh(*code))
+}
+
+/// Leader-related codes (stale metadata) that a retry after a refresh can fix.
+fn fetcher_refresh(code: KafkaCode) -> bool {
+    code.needs_metadata_refresh()
+        || matches!(
+            code,
+            KafkaCode::NotLeaderOrFollower
+                | KafkaCode::FencedLeaderEpoch
+                | KafkaCode::UnknownLeaderEpoch
+                | KafkaCode::LeaderNotAvailable
+                | KafkaCode::UnknownTopicOrPartition
+                | KafkaCode::OffsetNotAvailable
+        )
+}
+
+/// `(leader, leader epoch, topic id)` of a partition, if the metadata knows a leader.
+fn leader_of(meta: &Metadata, tp: &TopicPartition) -> Option<(i32, i32, Uuid)> {
+    let topic = meta.topics.get(&tp.topic)?;
+    let p = topic.partitions.iter().find(|p| p.partition == tp.partition)?;
+    // A partition error with a leader (e.g. REPLICA_NOT_AVAILABLE) does not stop fetching.
+    (p.leader >= 0).then_some((p.leader, p.leader_epoch, topic.id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> Client {
+        Client::builder()
+            .bootstrap_servers("localhost:1")
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn configuration_is_checked_before_any_network_call() {
+        let e = client().consumer("g").build().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "subscribe",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = client()
+            .consumer("g")
+            .subscribe(["t"])
+            .max_poll_records(0)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "max.poll.records",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = client()
+            .consumer("g")
+            .subscribe(["t"])
+            .group_instance_id("bad id")
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "group.instance.id",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let c = client()
+            .consumer("g")
+            .subscribe(["t"])
+            .configure_member(|m| m.metadata_max_age(Duration::from_secs(1)))
+            .build()
+            .unwrap();
+        assert_eq!(c.subscription(), ["t".to_string()]);
+        assert!(c.assignment().is_empty());
+        assert_eq!(c.position(&TopicPartition::new("t", 0)), None);
+    }
+
+    #[test]
+    fn seek_needs_an_assigned_partition() {
+        let mut c = client().consumer("g").subscribe(["t"]).build().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        assert!(matches!(c.seek(&tp, 3), Err(Error::NotAssigned(p)) if p == tp));
+        c.positions.assign(std::slice::from_ref(&tp));
+        c.seek(&tp, 3).unwrap();
+        assert_eq!(c.position(&tp), Some(3));
+        assert!(c.seek(&tp, -1).is_err());
+    }
+
+    fn record(topic: &str, partition: i32, offset: i64) -> ConsumerRecord {
+        ConsumerRecord {
+            topic: topic.into(),
+            partition,
+            offset,
+            timestamp: 0,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            leader_epoch: Some(1),
+        }
+    }
+
+    #[test]
+    fn drain_respects_max_poll_records_and_advances_positions() {
+        let mut c = client()
+            .consumer("g")
+            .subscribe(["t"])
+            .max_poll_records(3)
+            .build()
+            .unwrap();
+        let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        c.positions.assign(&[a.clone(), b.clone()]);
+        c.positions.apply_committed(&a, Some((0, None)));
+        c.positions.apply_committed(&b, Some((10, None)));
+        c.positions.fetched(&a, 0, 4);
+        c.buffer.push_back(Buffered {
+            tp: a.clone(),
+            records: (0..2).map(|o| record("t", 0, o)).collect(),
+            next_offset: 4, // a control record at 2-3
+        });
+        c.positions.fetched(&b, 10, 12);
+        c.buffer.push_back(Buffered {
+            tp: b.clone(),
+            records: (10..12).map(|o| record("t", 1, o)).collect(),
+            next_offset: 12,
+        });
+        let first = c.drain();
+        assert_eq!(first.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![0, 1, 10]);
+        assert_eq!(c.position(&a), Some(4), "past the control records");
+        assert_eq!(c.position(&b), Some(11));
+        assert_eq!(c.positions.fetchable(), vec![(a.clone(), 4)]);
+        let second = c.drain();
+        assert_eq!(second.len(), 1);
+        assert_eq!(c.position(&b), Some(12));
+        assert!(c.drain().is_empty());
+        let unc = c.positions.uncommitted();
+        assert_eq!(unc[&a], (4, Some(1)));
+        assert_eq!(unc[&b], (12, Some(1)));
+    }
+
+    #[test]
+    fn polled_helpers() {
+        let p = Polled {
+            records: vec![record("t", 0, 1)],
+            events: vec![GroupEvent::Revoked {
+                generation: 3,
+                partitions: vec![TopicPartition::new("t", 0)],
+            }],
+        };
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.revoked().unwrap().len(), 1);
+        assert!(p.assigned().is_none());
+        assert_eq!(p.into_iter().count(), 1);
+    }
+}

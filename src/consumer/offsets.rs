@@ -1,0 +1,589 @@
+//! OffsetCommit, OffsetFetch and ListOffsets: requests built for the negotiated version and
+//! answers turned into per-partition results. Pure functions; the consumer does the sending.
+//!
+//! Version notes (fields set only where the version has them, so nothing is dropped silently):
+//! - OffsetCommit: v0 commits to ZooKeeper (never used: every broker with a group coordinator
+//!   has v1+); v1+ carries the generation and member id; v2-v4 a retention time (-1: the
+//!   broker's default); v6+ the leader epoch of the committed position; v7+ the
+//!   `group.instance.id` of a static member.
+//! - OffsetFetch: v0-v7 one group with top-level topics; v8+ a list of groups; v7+
+//!   `require_stable` (wait out pending transactional commits).
+//! - ListOffsets: v0 answers a list of offsets (`max_num_offsets` 1), v1+ one offset; v2+ has
+//!   the isolation level; v4+ the current leader epoch.
+
+use crate::group::action::{classify, GroupAction};
+use crate::group::{Generation, TopicPartition};
+use crate::protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use crate::protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use crate::protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use crate::protocol::messages::{
+    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse,
+};
+use crate::KafkaCode;
+use std::collections::BTreeMap;
+
+/// Groups `(topic, partition) → value` by topic, preserving order.
+fn by_topic<V: Clone>(map: &BTreeMap<TopicPartition, V>) -> BTreeMap<&str, Vec<(i32, V)>> {
+    let mut out: BTreeMap<&str, Vec<(i32, V)>> = BTreeMap::new();
+    for (tp, v) in map {
+        out.entry(tp.topic.as_str())
+            .or_default()
+            .push((tp.partition, v.clone()));
+    }
+    out
+}
+
+/// An OffsetCommit for `offsets` (`partition → (offset, leader epoch)`) at `version`.
+/// `generation` is `None` for a consumer outside any generation (allowed only while the group
+/// is empty); `instance_id` is sent (v7+) only for a static member.
+pub(crate) fn offset_commit_request(
+    version: i16,
+    group: &str,
+    generation: Option<&Generation>,
+    instance_id: Option<&str>,
+    offsets: &BTreeMap<TopicPartition, (i64, Option<i32>)>,
+) -> OffsetCommitRequest {
+    let topics = by_topic(offsets)
+        .into_iter()
+        .map(|(name, parts)| OffsetCommitRequestTopic {
+            name: name.to_string(),
+            partitions: parts
+                .into_iter()
+                .map(|(partition, (offset, epoch))| OffsetCommitRequestPartition {
+                    partition_index: partition,
+                    committed_offset: offset,
+                    committed_leader_epoch: if version >= 6 { epoch.unwrap_or(-1) } else { -1 },
+                    committed_metadata: Some(String::new()),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    OffsetCommitRequest {
+        group_id: group.to_string(),
+        generation_id_or_member_epoch: generation.map_or(-1, |g| g.id),
+        member_id: generation.map(|g| g.member_id.clone()).unwrap_or_default(),
+        group_instance_id: instance_id.filter(|_| version >= 7).map(String::from),
+        topics,
+        ..Default::default()
+    }
+}
+
+/// What a commit attempt's answer means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CommitOutcome {
+    /// Every partition was committed.
+    Done,
+    /// Some partitions failed with errors worth retrying (`rediscover` when the coordinator
+    /// must be found again first); the rest succeeded.
+    Retry {
+        /// The partitions to send again.
+        partitions: Vec<TopicPartition>,
+        /// Whether the coordinator moved.
+        rediscover: bool,
+        /// The code, for the log and for a final timeout.
+        code: KafkaCode,
+    },
+    /// The commit was rejected and must not be retried: the application learns of it.
+    Failed {
+        /// The (first) error code.
+        code: KafkaCode,
+        /// The partitions it applies to.
+        partitions: Vec<TopicPartition>,
+        /// Whether the member must rejoin (stale generation, rebalance in progress).
+        rejoin: bool,
+    },
+}
+
+/// Classifies a commit error. Group codes follow the one group table ([`classify`]); codes
+/// about the request itself are final for a commit even where Kafka marks them retriable
+/// (e.g. UNKNOWN_TOPIC_OR_PARTITION: retrying cannot create the topic).
+fn commit_action(code: KafkaCode) -> GroupAction {
+    match code {
+        KafkaCode::UnknownTopicOrPartition
+        | KafkaCode::OffsetMetadataTooLarge
+        | KafkaCode::InvalidCommitOffsetSize => GroupAction::Fatal,
+        c => classify(c),
+    }
+}
+
+/// Reads an OffsetCommit answer: the successfully committed partitions and the outcome.
+pub(crate) fn commit_outcome(resp: &OffsetCommitResponse) -> (Vec<TopicPartition>, CommitOutcome) {
+    let mut ok = Vec::new();
+    let mut retry: Vec<TopicPartition> = Vec::new();
+    let mut retry_code = None;
+    let mut rediscover = false;
+    let mut failed: Option<(KafkaCode, bool)> = None;
+    let mut failed_parts = Vec::new();
+    for t in &resp.topics {
+        for p in &t.partitions {
+            let tp = TopicPartition::new(t.name.clone(), p.partition_index);
+            let code = KafkaCode::from_code(p.error_code);
+            match commit_action(code) {
+                GroupAction::Proceed => ok.push(tp),
+                GroupAction::Retry => {
+                    retry_code.get_or_insert(code);
+                    retry.push(tp);
+                }
+                GroupAction::RediscoverCoordinator => {
+                    rediscover = true;
+                    retry_code.get_or_insert(code);
+                    retry.push(tp);
+                }
+                action => {
+                    let rejoin = matches!(action, GroupAction::Rejoin | GroupAction::RejoinWithResetMemberId);
+                    failed.get_or_insert((code, rejoin));
+                    failed_parts.push(tp);
+                }
+            }
+        }
+    }
+    let outcome = if let Some((code, rejoin)) = failed {
+        CommitOutcome::Failed {
+            code,
+            partitions: failed_parts,
+            rejoin,
+        }
+    } else if let Some(code) = retry_code {
+        CommitOutcome::Retry {
+            partitions: retry,
+            rediscover,
+            code,
+        }
+    } else {
+        CommitOutcome::Done
+    };
+    (ok, outcome)
+}
+
+/// An OffsetFetch for `partitions` of `group` at `version`.
+pub(crate) fn offset_fetch_request(
+    version: i16,
+    group: &str,
+    partitions: &[TopicPartition],
+    require_stable: bool,
+) -> OffsetFetchRequest {
+    let map: BTreeMap<TopicPartition, ()> = partitions.iter().map(|tp| (tp.clone(), ())).collect();
+    let topics = by_topic(&map);
+    let stable = require_stable && version >= 7;
+    if version >= 8 {
+        OffsetFetchRequest {
+            groups: vec![OffsetFetchRequestGroup {
+                group_id: group.to_string(),
+                topics: Some(
+                    topics
+                        .into_iter()
+                        .map(|(name, ps)| OffsetFetchRequestTopics {
+                            name: name.to_string(),
+                            partition_indexes: ps.into_iter().map(|(p, ())| p).collect(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }],
+            require_stable: stable,
+            ..Default::default()
+        }
+    } else {
+        OffsetFetchRequest {
+            group_id: group.to_string(),
+            topics: Some(
+                topics
+                    .into_iter()
+                    .map(|(name, ps)| OffsetFetchRequestTopic {
+                        name: name.to_string(),
+                        partition_indexes: ps.into_iter().map(|(p, ())| p).collect(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            require_stable: stable,
+            ..Default::default()
+        }
+    }
+}
+
+/// A committed offset with its leader epoch; `None` when nothing is committed.
+pub(crate) type Committed = Option<(i64, Option<i32>)>;
+
+/// Reads an OffsetFetch answer. `Err(code)` for a group-level error or the first
+/// partition-level one (the caller decides whether to retry).
+pub(crate) fn offset_fetch_result(
+    resp: &OffsetFetchResponse,
+) -> Result<BTreeMap<TopicPartition, Committed>, KafkaCode> {
+    let committed =
+        |offset: i64, epoch: i32| (offset >= 0).then_some((offset, (epoch >= 0).then_some(epoch)));
+    let mut out = BTreeMap::new();
+    let mut first_error = None;
+    if let Some(g) = resp.groups.first() {
+        let code = KafkaCode::from_code(g.error_code);
+        if code.is_error() {
+            return Err(code);
+        }
+        for t in &g.topics {
+            for p in &t.partitions {
+                let code = KafkaCode::from_code(p.error_code);
+                if code.is_error() {
+                    first_error.get_or_insert(code);
+                }
+                out.insert(
+                    TopicPartition::new(t.name.clone(), p.partition_index),
+                    committed(p.committed_offset, p.committed_leader_epoch),
+                );
+            }
+        }
+    } else {
+        let code = KafkaCode::from_code(resp.error_code);
+        if code.is_error() {
+            return Err(code);
+        }
+        for t in &resp.topics {
+            for p in &t.partitions {
+                let code = KafkaCode::from_code(p.error_code);
+                if code.is_error() {
+                    first_error.get_or_insert(code);
+                }
+                out.insert(
+                    TopicPartition::new(t.name.clone(), p.partition_index),
+                    committed(p.committed_offset, p.committed_leader_epoch),
+                );
+            }
+        }
+    }
+    match first_error {
+        Some(code) => Err(code),
+        None => Ok(out),
+    }
+}
+
+/// A ListOffsets asking, per partition, for the offset at a timestamp (-2 earliest, -1
+/// latest) at `version`; `leader_epoch` (v4+) lets the leader reject a stale view.
+pub(crate) fn list_offsets_request(
+    version: i16,
+    isolation_level: i8,
+    targets: &BTreeMap<TopicPartition, (i64, i32)>,
+) -> ListOffsetsRequest {
+    ListOffsetsRequest {
+        replica_id: -1,
+        isolation_level: if version >= 2 { isolation_level } else { 0 },
+        topics: by_topic(targets)
+            .into_iter()
+            .map(|(name, parts)| ListOffsetsTopic {
+                name: name.to_string(),
+                partitions: parts
+                    .into_iter()
+                    .map(|(partition, (timestamp, epoch))| ListOffsetsPartition {
+                        partition_index: partition,
+                        current_leader_epoch: if version >= 4 { epoch } else { -1 },
+                        timestamp,
+                        max_num_offsets: 1,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Reads a ListOffsets answer: per partition the offset, or the error code.
+pub(crate) fn list_offsets_result(
+    version: i16,
+    resp: &ListOffsetsResponse,
+) -> BTreeMap<TopicPartition, Result<i64, KafkaCode>> {
+    let mut out = BTreeMap::new();
+    for t in &resp.topics {
+        for p in &t.partitions {
+            let tp = TopicPartition::new(t.name.clone(), p.partition_index);
+            let code = KafkaCode::from_code(p.error_code);
+            let result = if code.is_error() {
+                Err(code)
+            } else if version == 0 {
+                // v0 answers a list (we asked for one); an empty one means the log is empty
+                // in a way v0 cannot express otherwise, which the retry loop treats as
+                // "not available yet".
+                p.old_style_offsets
+                    .first()
+                    .copied()
+                    .ok_or(KafkaCode::OffsetNotAvailable)
+            } else if p.offset < 0 {
+                Err(KafkaCode::OffsetNotAvailable)
+            } else {
+                Ok(p.offset)
+            };
+            out.insert(tp, result);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::offset_commit_response::{
+        OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+    };
+    use crate::protocol::messages::offset_fetch_response::{
+        OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+        OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    };
+    use crate::protocol::{ApiKey, Message};
+
+    fn tp(t: &str, p: i32) -> TopicPartition {
+        TopicPartition::new(t, p)
+    }
+
+    fn generation() -> Generation {
+        Generation {
+            id: 7,
+            member_id: "m-1".into(),
+            protocol: Some("range".into()),
+        }
+    }
+
+    fn offsets() -> BTreeMap<TopicPartition, (i64, Option<i32>)> {
+        [
+            (tp("a", 0), (10, Some(2))),
+            (tp("a", 1), (11, None)),
+            (tp("b", 0), (0, Some(0))),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn offset_commit_encodes_at_every_version() {
+        let g = generation();
+        for v in ApiKey::OffsetCommit.versions().min..=ApiKey::OffsetCommit.versions().max {
+            let r = offset_commit_request(v, "grp", Some(&g), Some("inst"), &offsets());
+            r.to_bytes(v).unwrap_or_else(|e| panic!("OffsetCommit v{v}: {e}"));
+            let back = OffsetCommitRequest::from_bytes(r.to_bytes(v).unwrap(), v).unwrap();
+            assert_eq!(back.topics.len(), 2);
+            assert_eq!(back.topics[0].partitions[0].committed_offset, 10);
+            if v >= 1 {
+                assert_eq!(back.generation_id_or_member_epoch, 7);
+                assert_eq!(back.member_id, "m-1");
+            }
+            assert_eq!(back.group_instance_id.as_deref(), (v >= 7).then_some("inst"));
+            let epoch = back.topics[0].partitions[0].committed_leader_epoch;
+            assert_eq!(epoch, if v >= 6 { 2 } else { -1 }, "v{v}");
+            // A dynamic member (no instance id) and a consumer outside a generation.
+            offset_commit_request(v, "grp", None, None, &offsets())
+                .to_bytes(v)
+                .unwrap();
+        }
+    }
+
+    fn commit_response(codes: &[(&str, i32, KafkaCode)]) -> OffsetCommitResponse {
+        let mut topics: Vec<OffsetCommitResponseTopic> = Vec::new();
+        for (t, p, c) in codes {
+            if topics.last().map(|x| x.name.as_str()) != Some(*t) {
+                topics.push(OffsetCommitResponseTopic {
+                    name: t.to_string(),
+                    ..Default::default()
+                });
+            }
+            topics
+                .last_mut()
+                .unwrap()
+                .partitions
+                .push(OffsetCommitResponsePartition {
+                    partition_index: *p,
+                    error_code: c.code(),
+                    ..Default::default()
+                });
+        }
+        OffsetCommitResponse {
+            topics,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn commit_answers() {
+        let (ok, o) = commit_outcome(&commit_response(&[("a", 0, KafkaCode::None)]));
+        assert_eq!(ok, vec![tp("a", 0)]);
+        assert_eq!(o, CommitOutcome::Done);
+
+        for code in [KafkaCode::RebalanceInProgress, KafkaCode::IllegalGeneration] {
+            let (ok, o) = commit_outcome(&commit_response(&[("a", 0, KafkaCode::None), ("a", 1, code)]));
+            assert_eq!(ok, vec![tp("a", 0)]);
+            assert_eq!(
+                o,
+                CommitOutcome::Failed {
+                    code,
+                    partitions: vec![tp("a", 1)],
+                    rejoin: true
+                }
+            );
+        }
+        let (_, o) = commit_outcome(&commit_response(&[("a", 0, KafkaCode::UnknownMemberId)]));
+        assert!(matches!(o, CommitOutcome::Failed { rejoin: true, .. }));
+        let (_, o) = commit_outcome(&commit_response(&[("a", 0, KafkaCode::FencedInstanceId)]));
+        assert!(matches!(o, CommitOutcome::Failed { rejoin: false, .. }));
+        let (_, o) = commit_outcome(&commit_response(&[("a", 0, KafkaCode::UnknownTopicOrPartition)]));
+        assert!(matches!(o, CommitOutcome::Failed { rejoin: false, .. }));
+
+        let (_, o) = commit_outcome(&commit_response(&[
+            ("a", 0, KafkaCode::NotCoordinator),
+            ("b", 0, KafkaCode::CoordinatorLoadInProgress),
+        ]));
+        assert_eq!(
+            o,
+            CommitOutcome::Retry {
+                partitions: vec![tp("a", 0), tp("b", 0)],
+                rediscover: true,
+                code: KafkaCode::NotCoordinator
+            }
+        );
+        // A rejection wins over a retriable error in the same answer: retrying the rest
+        // would not make the commit whole.
+        let (_, o) = commit_outcome(&commit_response(&[
+            ("a", 0, KafkaCode::RequestTimedOut),
+            ("b", 0, KafkaCode::IllegalGeneration),
+        ]));
+        assert!(matches!(
+            o,
+            CommitOutcome::Failed {
+                code: KafkaCode::IllegalGeneration,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn offset_fetch_encodes_at_every_version() {
+        let parts = vec![tp("a", 1), tp("a", 0), tp("b", 3)];
+        for v in ApiKey::OffsetFetch.versions().min..=ApiKey::OffsetFetch.versions().max {
+            let r = offset_fetch_request(v, "grp", &parts, true);
+            let bytes = r.to_bytes(v).unwrap_or_else(|e| panic!("OffsetFetch v{v}: {e}"));
+            let back = OffsetFetchRequest::from_bytes(bytes, v).unwrap();
+            if v >= 8 {
+                assert_eq!(back.groups[0].group_id, "grp");
+                let ts = back.groups[0].topics.as_ref().unwrap();
+                assert_eq!(ts[0].partition_indexes, vec![0, 1]);
+            } else {
+                assert_eq!(back.group_id, "grp");
+                assert_eq!(back.topics.as_ref().unwrap()[1].name, "b");
+            }
+            assert_eq!(back.require_stable, v >= 7);
+        }
+    }
+
+    #[test]
+    fn offset_fetch_answers_old_and_new_shape() {
+        let old = OffsetFetchResponse {
+            topics: vec![OffsetFetchResponseTopic {
+                name: "a".into(),
+                partitions: vec![
+                    OffsetFetchResponsePartition {
+                        partition_index: 0,
+                        committed_offset: 12,
+                        committed_leader_epoch: 4,
+                        ..Default::default()
+                    },
+                    OffsetFetchResponsePartition {
+                        partition_index: 1,
+                        committed_offset: -1,
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let r = offset_fetch_result(&old).unwrap();
+        assert_eq!(r[&tp("a", 0)], Some((12, Some(4))));
+        assert_eq!(r[&tp("a", 1)], None);
+
+        let new = OffsetFetchResponse {
+            groups: vec![OffsetFetchResponseGroup {
+                group_id: "g".into(),
+                topics: vec![OffsetFetchResponseTopics {
+                    name: "a".into(),
+                    partitions: vec![OffsetFetchResponsePartitions {
+                        partition_index: 2,
+                        committed_offset: 5,
+                        committed_leader_epoch: -1,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(offset_fetch_result(&new).unwrap()[&tp("a", 2)], Some((5, None)));
+
+        let mut err = new.clone();
+        err.groups[0].error_code = KafkaCode::NotCoordinator.code();
+        assert_eq!(offset_fetch_result(&err), Err(KafkaCode::NotCoordinator));
+        let mut perr = new;
+        perr.groups[0].topics[0].partitions[0].error_code = KafkaCode::UnstableOffsetCommit.code();
+        assert_eq!(offset_fetch_result(&perr), Err(KafkaCode::UnstableOffsetCommit));
+        let mut top = old;
+        top.error_code = KafkaCode::CoordinatorLoadInProgress.code();
+        assert_eq!(
+            offset_fetch_result(&top),
+            Err(KafkaCode::CoordinatorLoadInProgress)
+        );
+    }
+
+    #[test]
+    fn list_offsets_encodes_at_every_version() {
+        let targets: BTreeMap<TopicPartition, (i64, i32)> = [(tp("a", 0), (-2, 5)), (tp("a", 1), (-1, 5))]
+            .into_iter()
+            .collect();
+        for v in ApiKey::ListOffsets.versions().min..=ApiKey::ListOffsets.versions().max {
+            let r = list_offsets_request(v, 1, &targets);
+            let bytes = r.to_bytes(v).unwrap_or_else(|e| panic!("ListOffsets v{v}: {e}"));
+            let back = ListOffsetsRequest::from_bytes(bytes, v).unwrap();
+            assert_eq!(back.replica_id, -1);
+            assert_eq!(back.isolation_level, if v >= 2 { 1 } else { 0 });
+            let p = &back.topics[0].partitions;
+            assert_eq!(p[0].timestamp, -2);
+            assert_eq!(p[1].timestamp, -1);
+            assert_eq!(p[0].current_leader_epoch, if v >= 4 { 5 } else { -1 });
+        }
+    }
+
+    #[test]
+    fn list_offsets_answers() {
+        use crate::protocol::messages::list_offsets_response::{
+            ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+        };
+        let resp = ListOffsetsResponse {
+            topics: vec![ListOffsetsTopicResponse {
+                name: "a".into(),
+                partitions: vec![
+                    ListOffsetsPartitionResponse {
+                        partition_index: 0,
+                        offset: 17,
+                        old_style_offsets: vec![17],
+                        ..Default::default()
+                    },
+                    ListOffsetsPartitionResponse {
+                        partition_index: 1,
+                        error_code: KafkaCode::NotLeaderOrFollower.code(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for v in [0, 1, 9] {
+            let r = list_offsets_result(v, &resp);
+            assert_eq!(r[&tp("a", 0)], Ok(17));
+            assert_eq!(r[&tp("a", 1)], Err(KafkaCode::NotLeaderOrFollower));
+        }
+    }
+}

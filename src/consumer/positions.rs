@@ -1,0 +1,446 @@
+//! Where each assigned partition stands: the position handed to the application, the offset the
+//! next fetch starts at, and the offset known to be committed. Pure: no I/O, unit-tested.
+//!
+//! Three offsets per partition, `committed <= position <= fetch_offset` in the usual case:
+//! - `position`: the offset of the next record [`poll`](super::Consumer::poll) returns; what
+//!   [`commit`](super::Consumer::commit) commits (the application has seen everything before).
+//! - `fetch_offset`: where the next Fetch starts. Records between the two are buffered; a
+//!   partition is fetched again only once its buffer is drained (`position == fetch_offset`).
+//! - `committed`: the offset known to be committed (OffsetFetch at assignment, then each
+//!   successful commit); a position equal to it is not committed again.
+//! - `floor`: the lowest offset a commit may carry in this assignment (see
+//!   [`Positions::check_commit`]): the committed offset at assignment, raised by each successful
+//!   commit, lowered only by an explicit seek.
+
+use crate::group::TopicPartition;
+use std::collections::BTreeMap;
+
+/// Why a partition has no position yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResetReason {
+    /// Nothing is committed for the partition.
+    NoCommittedOffset,
+    /// The broker answered OFFSET_OUT_OF_RANGE for this fetch offset.
+    OutOfRange(i64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Init {
+    /// Assigned; the committed offset has not been asked for yet.
+    AwaitingCommitted,
+    /// Needs `auto.offset.reset` (or a seek).
+    Reset(ResetReason),
+    /// Has a position.
+    Ready,
+}
+
+#[derive(Debug, Clone)]
+struct PartitionState {
+    init: Init,
+    position: i64,
+    fetch_offset: i64,
+    /// Leader epoch of the batch of the last record handed out, committed with the position
+    /// (OffsetCommit v6+) so that a later consumer can detect log truncation.
+    epoch: Option<i32>,
+    committed: Option<i64>,
+    floor: Option<i64>,
+}
+
+impl PartitionState {
+    fn new() -> Self {
+        PartitionState {
+            init: Init::AwaitingCommitted,
+            position: -1,
+            fetch_offset: -1,
+            epoch: None,
+            committed: None,
+            floor: None,
+        }
+    }
+
+    fn ready_at(&mut self, offset: i64, epoch: Option<i32>) {
+        self.init = Init::Ready;
+        self.position = offset;
+        self.fetch_offset = offset;
+        self.epoch = epoch;
+    }
+}
+
+/// What [`Positions::check_commit`] decided for a set of offsets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CommitCheck {
+    /// Offsets to send.
+    pub send: BTreeMap<TopicPartition, (i64, Option<i32>)>,
+    /// Offsets below what is already committed: refused, as `(requested, committed)`.
+    pub stale: BTreeMap<TopicPartition, (i64, i64)>,
+}
+
+/// The positions of the current assignment.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Positions {
+    parts: BTreeMap<TopicPartition, PartitionState>,
+    /// Set between a revocation and the next assignment: nothing is fetched, but the positions
+    /// stay so that the application can still commit them with the old generation.
+    revoked: bool,
+}
+
+impl Positions {
+    /// Replaces the assignment; every partition waits for its committed offset.
+    pub fn assign(&mut self, partitions: &[TopicPartition]) {
+        self.parts = partitions
+            .iter()
+            .map(|tp| (tp.clone(), PartitionState::new()))
+            .collect();
+        self.revoked = false;
+    }
+
+    /// The partitions were revoked: stop fetching them, keep their positions for a commit.
+    pub fn revoke(&mut self) {
+        self.revoked = true;
+    }
+
+    /// Forgets everything (after close).
+    pub fn clear(&mut self) {
+        self.parts.clear();
+        self.revoked = false;
+    }
+
+    /// Whether the partitions were revoked and no new assignment came yet.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked
+    }
+
+    /// The assigned partitions (empty after a revocation).
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        if self.revoked {
+            return Vec::new();
+        }
+        self.parts.keys().cloned().collect()
+    }
+
+    /// Whether `tp` is assigned (and not revoked).
+    pub fn is_assigned(&self, tp: &TopicPartition) -> bool {
+        !self.revoked && self.parts.contains_key(tp)
+    }
+
+    /// Partitions whose committed offset must be fetched before they can be consumed.
+    pub fn awaiting_committed(&self) -> Vec<TopicPartition> {
+        self.with_init(|i| i == Init::AwaitingCommitted)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// Takes an OffsetFetch answer: start at the committed offset, or reset if there is none.
+    pub fn apply_committed(&mut self, tp: &TopicPartition, committed: Option<(i64, Option<i32>)>) {
+        let Some(p) = self.parts.get_mut(tp) else {
+            return;
+        };
+        if p.init != Init::AwaitingCommitted {
+            return; // a seek came first; it wins
+        }
+        match committed {
+            Some((offset, epoch)) => {
+                p.ready_at(offset, epoch);
+                p.committed = Some(offset);
+                p.floor = Some(offset);
+            }
+            None => p.init = Init::Reset(ResetReason::NoCommittedOffset),
+        }
+    }
+
+    /// Partitions that need `auto.offset.reset`, with the reason.
+    pub fn needing_reset(&self) -> Vec<(TopicPartition, ResetReason)> {
+        if self.revoked {
+            return Vec::new();
+        }
+        self.parts
+            .iter()
+            .filter_map(|(tp, p)| match p.init {
+                Init::Reset(r) => Some((tp.clone(), r)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Sets the position found by ListOffsets for a partition that needed a reset (ignored if
+    /// the partition was seeked in the meantime).
+    pub fn reset_to(&mut self, tp: &TopicPartition, offset: i64) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            if matches!(p.init, Init::Reset(_)) {
+                p.ready_at(offset, None);
+            }
+        }
+    }
+
+    /// Moves the position (`seek`). An explicit seek is the application deciding to re-read,
+    /// so it also lowers the commit floor to the new position. Returns false if `tp` is not
+    /// assigned.
+    pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> bool {
+        if self.revoked {
+            return false;
+        }
+        let Some(p) = self.parts.get_mut(tp) else {
+            return false;
+        };
+        p.ready_at(offset, None);
+        p.floor = p.floor.map(|f| f.min(offset));
+        true
+    }
+
+    /// Partitions to fetch and where from: ready, and with nothing buffered.
+    pub fn fetchable(&self) -> Vec<(TopicPartition, i64)> {
+        if self.revoked {
+            return Vec::new();
+        }
+        self.with_init(|i| i == Init::Ready)
+            .filter(|(_, p)| p.position == p.fetch_offset)
+            .map(|(tp, p)| (tp.clone(), p.fetch_offset))
+            .collect()
+    }
+
+    /// The position the next fetch of `tp` starts at, if it has one.
+    #[cfg(test)]
+    pub fn fetch_offset(&self, tp: &TopicPartition) -> Option<i64> {
+        self.parts
+            .get(tp)
+            .filter(|p| p.init == Init::Ready)
+            .map(|p| p.fetch_offset)
+    }
+
+    /// A fetch from `from` returned records up to (not including) `next`, now buffered. Ignored
+    /// unless the partition still stands at `from` (a seek in between wins).
+    pub fn fetched(&mut self, tp: &TopicPartition, from: i64, next: i64) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            if p.init == Init::Ready && p.fetch_offset == from && next > from {
+                p.fetch_offset = next;
+            }
+        }
+    }
+
+    /// A fetch from `from` returned nothing for the application but the log goes on at `next`
+    /// (control records, aborted transactions, compacted gaps): move both offsets.
+    pub fn skip_to(&mut self, tp: &TopicPartition, from: i64, next: i64) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            if p.init == Init::Ready && p.fetch_offset == from && p.position == from && next > from {
+                p.position = next;
+                p.fetch_offset = next;
+            }
+        }
+    }
+
+    /// Records up to (not including) `next` were handed to the application.
+    pub fn consumed(&mut self, tp: &TopicPartition, next: i64, epoch: Option<i32>) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            if p.init == Init::Ready && next > p.position {
+                p.position = next;
+                if epoch.is_some() {
+                    p.epoch = epoch;
+                }
+            }
+        }
+    }
+
+    /// The broker said `offset` is outside the log.
+    pub fn out_of_range(&mut self, tp: &TopicPartition, offset: i64) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            if p.init == Init::Ready && p.fetch_offset == offset {
+                p.init = Init::Reset(ResetReason::OutOfRange(offset));
+            }
+        }
+    }
+
+    /// The offset of the next record the application will see.
+    pub fn position(&self, tp: &TopicPartition) -> Option<i64> {
+        self.parts
+            .get(tp)
+            .filter(|p| p.init == Init::Ready)
+            .map(|p| p.position)
+    }
+
+    /// Every position that differs from what is committed: what `commit()` sends. Includes
+    /// revoked partitions until the next assignment, which is when committing them matters most.
+    pub fn uncommitted(&self) -> BTreeMap<TopicPartition, (i64, Option<i32>)> {
+        self.with_init(|i| i == Init::Ready)
+            .filter(|(_, p)| p.committed != Some(p.position))
+            .map(|(tp, p)| (tp.clone(), (p.position, p.epoch)))
+            .collect()
+    }
+
+    /// The rule that keeps committed offsets from moving backwards: within one assignment, an
+    /// offset below the partition's commit floor (the committed offset OffsetFetch reported at
+    /// assignment, raised by each successful commit, lowered only by an explicit seek) is
+    /// refused, and one equal to the committed offset is not sent again. Partitions this
+    /// consumer does not hold pass unchecked: the broker's generation check guards them.
+    pub fn check_commit(&self, offsets: &BTreeMap<TopicPartition, (i64, Option<i32>)>) -> CommitCheck {
+        let mut check = CommitCheck::default();
+        for (tp, &(offset, epoch)) in offsets {
+            let p = self.parts.get(tp);
+            match p.and_then(|p| p.floor) {
+                Some(floor) if offset < floor => {
+                    check.stale.insert(tp.clone(), (offset, floor));
+                }
+                _ if p.is_some_and(|p| p.committed == Some(offset)) => {}
+                _ => {
+                    check.send.insert(tp.clone(), (offset, epoch));
+                }
+            }
+        }
+        check
+    }
+
+    /// A commit of `offset` succeeded.
+    pub fn committed_ok(&mut self, tp: &TopicPartition, offset: i64) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            p.committed = Some(offset);
+            p.floor = Some(p.floor.map_or(offset, |f| f.max(offset)));
+        }
+    }
+
+    fn with_init(
+        &self,
+        f: fn(Init) -> bool,
+    ) -> impl Iterator<Item = (&TopicPartition, &PartitionState)> + '_ {
+        self.parts.iter().filter(move |(_, p)| f(p.init))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    fn assigned(n: i32) -> Positions {
+        let mut s = Positions::default();
+        s.assign(&(0..n).map(tp).collect::<Vec<_>>());
+        s
+    }
+
+    #[test]
+    fn assignment_starts_at_committed_or_needs_reset() {
+        let mut s = assigned(2);
+        assert_eq!(s.awaiting_committed(), vec![tp(0), tp(1)]);
+        assert!(s.fetchable().is_empty());
+        s.apply_committed(&tp(0), Some((42, Some(3))));
+        s.apply_committed(&tp(1), None);
+        assert_eq!(s.position(&tp(0)), Some(42));
+        assert_eq!(s.position(&tp(1)), None);
+        assert_eq!(s.needing_reset(), vec![(tp(1), ResetReason::NoCommittedOffset)]);
+        assert_eq!(s.fetchable(), vec![(tp(0), 42)]);
+        s.reset_to(&tp(1), 7);
+        assert_eq!(s.fetchable(), vec![(tp(0), 42), (tp(1), 7)]);
+        // Nothing consumed on tp0: its committed offset is not sent again; tp1's reset
+        // position is (it pins the reset, as the Java consumer does).
+        let unc = s.uncommitted();
+        assert_eq!(unc.len(), 1);
+        assert_eq!(unc[&tp(1)], (7, None));
+    }
+
+    #[test]
+    fn buffered_partitions_are_not_fetched_until_drained() {
+        let mut s = assigned(1);
+        s.apply_committed(&tp(0), Some((0, None)));
+        s.fetched(&tp(0), 0, 10);
+        assert!(s.fetchable().is_empty(), "records 0..10 are buffered");
+        assert_eq!(s.position(&tp(0)), Some(0));
+        s.consumed(&tp(0), 5, Some(1));
+        assert!(s.fetchable().is_empty());
+        s.consumed(&tp(0), 10, Some(1));
+        assert_eq!(s.fetchable(), vec![(tp(0), 10)]);
+        assert_eq!(s.uncommitted()[&tp(0)], (10, Some(1)));
+        // A stale fetch answer (the partition moved on) changes nothing.
+        s.fetched(&tp(0), 3, 20);
+        assert_eq!(s.fetch_offset(&tp(0)), Some(10));
+    }
+
+    #[test]
+    fn skip_moves_past_control_records() {
+        let mut s = assigned(1);
+        s.apply_committed(&tp(0), Some((5, None)));
+        s.skip_to(&tp(0), 5, 9);
+        assert_eq!(s.position(&tp(0)), Some(9));
+        assert_eq!(s.fetchable(), vec![(tp(0), 9)]);
+    }
+
+    #[test]
+    fn out_of_range_needs_reset_until_seek() {
+        let mut s = assigned(1);
+        s.apply_committed(&tp(0), Some((100, None)));
+        s.out_of_range(&tp(0), 100);
+        assert_eq!(s.needing_reset(), vec![(tp(0), ResetReason::OutOfRange(100))]);
+        assert!(s.fetchable().is_empty());
+        assert!(s.seek(&tp(0), 3));
+        assert!(s.needing_reset().is_empty());
+        assert_eq!(s.position(&tp(0)), Some(3));
+        assert!(!s.seek(&tp(9), 3), "not assigned");
+    }
+
+    #[test]
+    fn commits_never_go_below_the_floor() {
+        let mut s = assigned(2);
+        s.apply_committed(&tp(0), Some((50, None)));
+        s.apply_committed(&tp(1), None);
+        let offsets: BTreeMap<_, _> = [
+            (tp(0), (40, None)),
+            (tp(1), (5, None)),
+            (TopicPartition::new("other", 0), (1, None)),
+        ]
+        .into_iter()
+        .collect();
+        let c = s.check_commit(&offsets);
+        assert_eq!(c.stale.get(&tp(0)), Some(&(40, 50)), "below the committed offset");
+        assert!(c.send.contains_key(&tp(1)), "nothing committed yet");
+        assert!(c.send.contains_key(&TopicPartition::new("other", 0)));
+        s.committed_ok(&tp(1), 5);
+        // The same offset again is not sent; a lower one is refused.
+        let again: BTreeMap<_, _> = [(tp(1), (5, None))].into_iter().collect();
+        assert!(s.check_commit(&again).send.is_empty());
+        let lower: BTreeMap<_, _> = [(tp(1), (4, None))].into_iter().collect();
+        assert_eq!(s.check_commit(&lower).stale[&tp(1)], (4, 5));
+        // A successful commit never lowers the floor (only a seek does).
+        s.committed_ok(&tp(1), 3);
+        assert_eq!(s.check_commit(&lower).stale[&tp(1)], (4, 5));
+    }
+
+    #[test]
+    fn seek_lowers_the_floor() {
+        let mut s = assigned(1);
+        s.apply_committed(&tp(0), Some((50, None)));
+        assert!(s.seek(&tp(0), 10));
+        assert_eq!(s.uncommitted()[&tp(0)], (10, None));
+        let c = s.check_commit(&s.uncommitted());
+        assert!(c.stale.is_empty());
+        assert_eq!(c.send[&tp(0)], (10, None));
+        s.committed_ok(&tp(0), 10);
+        assert!(s.uncommitted().is_empty());
+        // Below the seek position is still refused.
+        let lower: BTreeMap<_, _> = [(tp(0), (9, None))].into_iter().collect();
+        assert_eq!(s.check_commit(&lower).stale[&tp(0)], (9, 10));
+    }
+
+    #[test]
+    fn seek_before_offset_fetch_wins() {
+        let mut s = assigned(1);
+        assert!(s.seek(&tp(0), 8));
+        s.apply_committed(&tp(0), Some((50, None)));
+        assert_eq!(s.position(&tp(0)), Some(8));
+    }
+
+    #[test]
+    fn revoked_positions_stay_committable_but_not_fetchable() {
+        let mut s = assigned(1);
+        s.apply_committed(&tp(0), Some((0, None)));
+        s.fetched(&tp(0), 0, 4);
+        s.consumed(&tp(0), 4, None);
+        s.revoke();
+        assert!(s.fetchable().is_empty());
+        assert!(s.assignment().is_empty());
+        assert!(!s.seek(&tp(0), 1));
+        assert_eq!(s.uncommitted()[&tp(0)], (4, None));
+        s.assign(&[tp(1)]);
+        assert!(s.uncommitted().is_empty());
+        assert_eq!(s.awaiting_committed(), vec![tp(1)]);
+    }
+}
