@@ -144,6 +144,10 @@ fn join(
                 }
                 return Ok((r.generation_id, r.member_id));
             }
+            // A fresh broker is still creating __consumer_offsets: wait, as a member would.
+            KafkaCode::CoordinatorLoadInProgress
+            | KafkaCode::CoordinatorNotAvailable
+            | KafkaCode::NotCoordinator => std::thread::sleep(std::time::Duration::from_millis(100)),
             other => return Err(format!("join error {other}").into()),
         }
     }
