@@ -28,6 +28,11 @@
 #![cfg_attr(test, deny(unsafe_code))]
 #![deny(missing_docs)]
 
+// The README's Rust examples are compiled (and run unless marked no_run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod admin;
 mod client;
 mod code;
@@ -39,7 +44,10 @@ pub mod producer;
 pub mod protocol;
 pub mod records;
 
-pub use admin::{Admin, GroupDescription, ListedGroup, MemberAssignment, MemberDescription, NewTopic};
+pub use admin::{
+    Admin, GroupDescription, ListedGroup, MemberAssignment, MemberDescription, NewTopic, OffsetSpec,
+    PartitionLag,
+};
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};
 pub use code::KafkaCode;
 pub use consumer::{Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetReset, Polled};
