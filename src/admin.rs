@@ -6,8 +6,10 @@
 //! a field only in the versions that have it, so an old broker gets a request it understands or
 //! a clear error, never one with a field silently dropped.
 
-use crate::client::{metadata_request, Broker, Client};
+use crate::client::{metadata_request, Broker, Client, Metadata};
+use crate::consumer::offsets;
 use crate::error::{Error, Result, Timeout};
+use crate::group::TopicPartition;
 use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
 use crate::protocol::messages::consumer_protocol_assignment;
 use crate::protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -22,7 +24,7 @@ use crate::protocol::messages::{
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
 use crate::KafkaCode;
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Ceiling for the pause between metadata polls while waiting for topics to settle.
@@ -121,6 +123,43 @@ pub struct GroupDescription {
     pub protocol: String,
     /// Current members.
     pub members: Vec<MemberDescription>,
+}
+
+/// Which offset [`Admin::list_offsets`] asks each partition's leader for (ListOffsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// The log start offset: the first offset still in the log.
+    Earliest,
+    /// The log end offset (high watermark): the offset the next record will get.
+    Latest,
+    /// The first offset whose record timestamp is at or after this many milliseconds since
+    /// the epoch; -1 when there is none (on brokers with ListOffsets v1+, Kafka 0.10.1+).
+    Timestamp(i64),
+}
+
+impl OffsetSpec {
+    /// The `timestamp` field of ListOffsets: -2 earliest, -1 latest, else the time.
+    fn timestamp(self) -> i64 {
+        match self {
+            OffsetSpec::Earliest => -2,
+            OffsetSpec::Latest => -1,
+            OffsetSpec::Timestamp(t) => t,
+        }
+    }
+}
+
+/// How far a group is behind on one partition, from [`Admin::group_lag`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLag {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// The group's committed offset; `None` for an assigned partition with no commit yet.
+    pub committed: Option<i64>,
+    /// The partition's log end offset (high watermark).
+    pub log_end: i64,
+    /// `log_end - committed`, or `None` without a committed offset. Not clamped: a commit
+    /// beyond the log end (after a truncation) shows as a negative lag.
+    pub lag: Option<i64>,
 }
 
 /// Cluster administration over a [`Client`]: topics and consumer groups.
@@ -373,6 +412,195 @@ impl Admin {
                 .send_to(coordinator.id, |_| leave_group_request(group, instance_ids))?;
             member_outcomes(group, instance_ids, resp)
         })
+    }
+
+    /// The offset `spec` names for each of `partitions` (ListOffsets to each partition's
+    /// leader, read_uncommitted, built per negotiated version: v0 asks for one offset with
+    /// `max_num_offsets`). Leader changes and partitions not yet led are retried until
+    /// `default.api.timeout.ms`; a topic the cluster does not know fails at once with
+    /// `UNKNOWN_TOPIC_OR_PARTITION`.
+    pub fn list_offsets(
+        &self,
+        partitions: &[TopicPartition],
+        spec: OffsetSpec,
+    ) -> Result<BTreeMap<TopicPartition, i64>> {
+        let deadline = Instant::now() + self.api_timeout;
+        let mut left: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
+        let mut found = BTreeMap::new();
+        let topics: BTreeSet<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
+        let topics: Vec<&str> = topics.into_iter().collect();
+        while !left.is_empty() {
+            let mut problem = None;
+            match self.client.refresh_metadata(Some(&topics)) {
+                Ok(meta) => {
+                    let (by_leader, unled) = by_leader(&meta, &left, spec.timestamp())?;
+                    if let Some(tp) = unled {
+                        problem = Some(format!("{tp}: no leader"));
+                    }
+                    for (leader, targets) in by_leader {
+                        match self.list_offsets_at(leader, &targets, spec) {
+                            Ok(answers) => {
+                                for (tp, answer) in answers {
+                                    match answer {
+                                        Ok(offset) if left.remove(&tp) => {
+                                            found.insert(tp, offset);
+                                        }
+                                        Ok(_) => {}
+                                        Err(code) if offset_retriable(code) => {
+                                            problem = Some(format!("{tp}: {code}"));
+                                        }
+                                        Err(code) => {
+                                            return Err(kafka_error(
+                                                ApiKey::ListOffsets,
+                                                code,
+                                                &tp.to_string(),
+                                                None,
+                                            ))
+                                        }
+                                    }
+                                }
+                            }
+                            Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                                problem = Some(format!("broker {leader}: {e}"));
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                    problem = Some(format!("metadata: {e}"));
+                }
+                Err(e) => return Err(e),
+            }
+            if left.is_empty() {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    which: Timeout::Retries,
+                    addr: format!(
+                        "ListOffsets for {} partitions ({})",
+                        left.len(),
+                        problem.unwrap_or_else(|| "no answer".into())
+                    ),
+                });
+            }
+            log::debug!("ListOffsets: {problem:?}; retrying");
+            std::thread::sleep(self.client.retry_backoff().min(deadline - now));
+        }
+        Ok(found)
+    }
+
+    /// One ListOffsets to `leader`: per partition the offset or the error code.
+    fn list_offsets_at(
+        &self,
+        leader: i32,
+        targets: &BTreeMap<TopicPartition, (i64, i32)>,
+        spec: OffsetSpec,
+    ) -> Result<BTreeMap<TopicPartition, Result<i64, KafkaCode>>> {
+        let mut version = 0;
+        let resp = self.client.send_to(leader, |v| {
+            version = v;
+            offsets::list_offsets_request(v, 0, targets)
+        })?;
+        let mut answers = offsets::list_offsets_result(version, &resp);
+        if matches!(spec, OffsetSpec::Timestamp(_)) {
+            // A partition answered without error but without an offset has no record at or
+            // after the time: that is the answer (-1, as Kafka's admin client gives), not a
+            // condition to wait out.
+            for t in &resp.topics {
+                for p in &t.partitions {
+                    if p.error_code == 0 {
+                        let tp = TopicPartition::new(t.name.clone(), p.partition_index);
+                        if let Some(a @ Err(KafkaCode::OffsetNotAvailable)) = answers.get_mut(&tp) {
+                            *a = Ok(-1);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(answers)
+    }
+
+    /// The offsets `group` has committed, for every partition it has committed one for
+    /// (OffsetFetch to the coordinator; v2+ asks for all topics at once). Coordinators before
+    /// OffsetFetch v2 (Kafka 0.10.2) need the topics named: they are taken from the members'
+    /// current assignments (DescribeGroups), so there an empty group answers nothing.
+    pub fn group_offsets(&self, group: &str) -> Result<BTreeMap<TopicPartition, i64>> {
+        // Filled only if the coordinator turns out to be that old.
+        let mut assigned: Option<Vec<TopicPartition>> = None;
+        self.with_coordinator(group, |coordinator| {
+            let version = versions::pick(
+                ApiKey::OffsetFetch,
+                &self.client.broker_versions(coordinator.id)?,
+                self.client
+                    .connection_config()
+                    .version_caps
+                    .get(&ApiKey::OffsetFetch.key())
+                    .copied(),
+            )?;
+            let named = if version < 2 {
+                if assigned.is_none() {
+                    assigned = Some(self.assigned_partitions(group)?);
+                }
+                assigned.clone()
+            } else {
+                None
+            };
+            let resp = self.client.send_to(coordinator.id, |v| {
+                group_offsets_request(v, group, named.as_deref())
+            })?;
+            let committed = offsets::offset_fetch_result(&resp)
+                .map_err(|code| kafka_error(ApiKey::OffsetFetch, code, &format!("group {group}"), None))?;
+            Ok(committed
+                .into_iter()
+                .filter_map(|(tp, c)| c.map(|(offset, _)| (tp, offset)))
+                .collect())
+        })
+    }
+
+    /// Every partition of `group`'s members' current assignments (DescribeGroups), all
+    /// partitions of each assigned topic, as an OffsetFetch before v2 needs them named.
+    fn assigned_partitions(&self, group: &str) -> Result<Vec<TopicPartition>> {
+        let d = self.describe_group(group)?;
+        let topics: BTreeSet<String> = d
+            .members
+            .iter()
+            .filter_map(|m| m.decoded_assignment.as_ref())
+            .flat_map(|a| a.partitions.keys().cloned())
+            .collect();
+        if topics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        let meta = self.client.refresh_metadata(Some(&names))?;
+        Ok(names
+            .iter()
+            .filter_map(|t| meta.topics.get(*t))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| TopicPartition::new(t.name.clone(), p.partition))
+            })
+            .collect())
+    }
+
+    /// How far `group` is behind: for every partition it has committed an offset for or a
+    /// member is assigned, the committed offset, the log end offset and their difference,
+    /// sorted by partition (OffsetFetch, DescribeGroups and ListOffsets, as
+    /// `kafka-consumer-groups --describe` shows it).
+    pub fn group_lag(&self, group: &str) -> Result<Vec<PartitionLag>> {
+        let committed = self.group_offsets(group)?;
+        let mut partitions: BTreeSet<TopicPartition> = committed.keys().cloned().collect();
+        for m in self.describe_group(group)?.members {
+            for (topic, ps) in m.decoded_assignment.map(|a| a.partitions).unwrap_or_default() {
+                partitions.extend(ps.into_iter().map(|p| TopicPartition::new(topic.clone(), p)));
+            }
+        }
+        let partitions: Vec<TopicPartition> = partitions.into_iter().collect();
+        let log_end = self.list_offsets(&partitions, OffsetSpec::Latest)?;
+        Ok(lag_of(&committed, &log_end))
     }
 
     /// Runs `call` against the coordinator of `group`, finding it again while the group is
@@ -782,6 +1010,94 @@ fn member_outcomes(
         .collect())
 }
 
+/// Groups the partitions in `left` by leader with the ListOffsets target (timestamp, no leader
+/// epoch: an admin query has no position for a stale leader to corrupt). Returns a partition
+/// without a leader yet, if any, for the retry message; a topic the metadata does not know is
+/// an error.
+#[allow(clippy::type_complexity)]
+fn by_leader(
+    meta: &Metadata,
+    left: &BTreeSet<TopicPartition>,
+    timestamp: i64,
+) -> Result<(
+    BTreeMap<i32, BTreeMap<TopicPartition, (i64, i32)>>,
+    Option<TopicPartition>,
+)> {
+    let mut out: BTreeMap<i32, BTreeMap<TopicPartition, (i64, i32)>> = BTreeMap::new();
+    let mut unled = None;
+    for tp in left {
+        let topic = meta.topics.get(&tp.topic);
+        if let Some(t) = topic.filter(|t| t.error == KafkaCode::UnknownTopicOrPartition) {
+            return Err(kafka_error(
+                ApiKey::ListOffsets,
+                t.error,
+                &format!("topic {}", tp.topic),
+                None,
+            ));
+        }
+        let leader = topic
+            .and_then(|t| t.partitions.iter().find(|p| p.partition == tp.partition))
+            .map(|p| p.leader)
+            .filter(|&l| l >= 0);
+        match leader {
+            Some(l) => {
+                out.entry(l).or_default().insert(tp.clone(), (timestamp, -1));
+            }
+            None => unled = Some(tp.clone()),
+        }
+    }
+    Ok((out, unled))
+}
+
+/// ListOffsets partition errors that a metadata refresh and another try can fix.
+fn offset_retriable(code: KafkaCode) -> bool {
+    code.is_retriable()
+        || code.needs_metadata_refresh()
+        || matches!(
+            code,
+            KafkaCode::NotLeaderOrFollower
+                | KafkaCode::LeaderNotAvailable
+                | KafkaCode::UnknownTopicOrPartition
+                | KafkaCode::OffsetNotAvailable
+        )
+}
+
+/// OffsetFetch for everything `group` committed: the consumer's request with the topic list
+/// null (v2+: all topics), or naming `partitions` for coordinators before v2.
+fn group_offsets_request(
+    version: i16,
+    group: &str,
+    partitions: Option<&[TopicPartition]>,
+) -> crate::protocol::messages::OffsetFetchRequest {
+    let mut req = offsets::offset_fetch_request(version, group, partitions.unwrap_or(&[]), false);
+    if partitions.is_none() {
+        match req.groups.first_mut() {
+            Some(g) => g.topics = None,
+            None => req.topics = None,
+        }
+    }
+    req
+}
+
+/// Joins committed offsets with log end offsets; partitions without a log end are left out.
+fn lag_of(
+    committed: &BTreeMap<TopicPartition, i64>,
+    log_end: &BTreeMap<TopicPartition, i64>,
+) -> Vec<PartitionLag> {
+    log_end
+        .iter()
+        .map(|(tp, &end)| {
+            let c = committed.get(tp).copied();
+            PartitionLag {
+                tp: tp.clone(),
+                committed: c,
+                log_end: end,
+                lag: c.map(|c| end - c),
+            }
+        })
+        .collect()
+}
+
 /// Whether `resp` shows `name` with all partitions led (and `partitions` of them, if positive).
 fn topic_ready(resp: &MetadataResponse, name: &str, partitions: i32) -> bool {
     let Some(t) = resp.topics.iter().find(|t| t.name.as_deref() == Some(name)) else {
@@ -1036,6 +1352,123 @@ mod tests {
         ));
         assert!(topic_gone(&resp(topic("u", KafkaCode::None, &[1])), "t"));
         assert!(!topic_gone(&resp(topic("t", KafkaCode::None, &[1])), "t"));
+    }
+
+    #[test]
+    fn offset_specs_map_to_list_offsets_timestamps() {
+        assert_eq!(OffsetSpec::Earliest.timestamp(), -2);
+        assert_eq!(OffsetSpec::Latest.timestamp(), -1);
+        assert_eq!(
+            OffsetSpec::Timestamp(1_700_000_000_000).timestamp(),
+            1_700_000_000_000
+        );
+    }
+
+    #[test]
+    fn group_offsets_asks_for_all_topics_from_v2_and_names_them_below() {
+        use crate::protocol::messages::OffsetFetchRequest;
+        let named = [TopicPartition::new("t", 1), TopicPartition::new("t", 0)];
+        for v in versions(ApiKey::OffsetFetch) {
+            let back =
+                |r: OffsetFetchRequest| OffsetFetchRequest::from_bytes(r.to_bytes(v).unwrap(), v).unwrap();
+            if v >= 2 {
+                let all = back(group_offsets_request(v, "g", None));
+                if v >= 8 {
+                    assert_eq!(all.groups[0].group_id, "g");
+                    assert_eq!(all.groups[0].topics, None, "v{v}");
+                } else {
+                    assert_eq!(all.group_id, "g");
+                    assert_eq!(all.topics, None, "v{v}");
+                }
+                assert!(!all.require_stable);
+            } else {
+                // Null means "all" only from v2; below it the request cannot say so.
+                assert!(group_offsets_request(v, "g", None).to_bytes(v).is_err(), "v{v}");
+            }
+            let some = back(group_offsets_request(v, "g", Some(&named)));
+            let parts = if v >= 8 {
+                some.groups[0].topics.as_ref().unwrap()[0]
+                    .partition_indexes
+                    .clone()
+            } else {
+                some.topics.as_ref().unwrap()[0].partition_indexes.clone()
+            };
+            assert_eq!(parts, vec![0, 1], "v{v}");
+        }
+    }
+
+    #[test]
+    fn lag_is_log_end_minus_committed() {
+        let tp = |p| TopicPartition::new("t", p);
+        let committed: BTreeMap<_, _> = [(tp(0), 5), (tp(1), 12)].into_iter().collect();
+        let log_end: BTreeMap<_, _> = [(tp(0), 9), (tp(1), 10), (tp(2), 3)].into_iter().collect();
+        let lag = lag_of(&committed, &log_end);
+        assert_eq!(
+            lag,
+            vec![
+                PartitionLag {
+                    tp: tp(0),
+                    committed: Some(5),
+                    log_end: 9,
+                    lag: Some(4)
+                },
+                PartitionLag {
+                    tp: tp(1),
+                    committed: Some(12),
+                    log_end: 10,
+                    lag: Some(-2)
+                },
+                PartitionLag {
+                    tp: tp(2),
+                    committed: None,
+                    log_end: 3,
+                    lag: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn list_offsets_targets_go_to_each_leader() {
+        use crate::client::{PartitionMetadata, TopicMetadata};
+        let partition = |p, leader| PartitionMetadata {
+            partition: p,
+            leader,
+            leader_epoch: 3,
+            replicas: vec![],
+            isr: vec![],
+            error: KafkaCode::None,
+        };
+        let topic = |name: &str, error, partitions| TopicMetadata {
+            name: name.into(),
+            id: crate::protocol::Uuid::NIL,
+            error,
+            internal: false,
+            partitions,
+        };
+        let mut meta = Metadata::default();
+        meta.topics.insert(
+            "t".into(),
+            topic(
+                "t",
+                KafkaCode::None,
+                vec![partition(0, 1), partition(1, 2), partition(2, -1)],
+            ),
+        );
+        meta.topics.insert(
+            "gone".into(),
+            topic("gone", KafkaCode::UnknownTopicOrPartition, vec![]),
+        );
+        let tp = |t: &str, p| TopicPartition::new(t, p);
+        let left: BTreeSet<_> = [tp("t", 0), tp("t", 1), tp("t", 2)].into_iter().collect();
+        let (by, unled) = by_leader(&meta, &left, -1).unwrap();
+        assert_eq!(by[&1][&tp("t", 0)], (-1, -1));
+        assert_eq!(by[&2][&tp("t", 1)], (-1, -1));
+        assert_eq!(unled, Some(tp("t", 2)));
+        let left: BTreeSet<_> = [tp("gone", 0)].into_iter().collect();
+        let e = by_leader(&meta, &left, -2).unwrap_err();
+        assert_eq!(e.kafka_code(), Some(KafkaCode::UnknownTopicOrPartition));
+        assert!(e.to_string().contains("topic gone"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 mod builder;
 mod config;
 mod fetcher;
-mod offsets;
+// The admin client reuses its OffsetFetch and ListOffsets builders.
+pub(crate) mod offsets;
 mod positions;
 mod record;
 

@@ -517,3 +517,157 @@ mod librdkafka {
         run(None, Leader::Other, false);
     }
 }
+
+mod compression {
+    //! Compressed record batches across clients: Kafka's Java producer writes batches with each
+    //! `compression.type` and our consumer reads them back whole (keys, values, headers,
+    //! offsets); our producer writes with each compression and Kafka's Java consumer reads the
+    //! values back.
+
+    use super::*;
+    use bytes::Bytes;
+    use kafka_group::records::Compression;
+    use kafka_group::{ConsumerRecord, OffsetReset, ProducerRecord};
+
+    const COMPRESSIONS: [(&str, Compression); 5] = [
+        ("none", Compression::None),
+        ("gzip", Compression::Gzip),
+        ("snappy", Compression::Snappy),
+        ("lz4", Compression::Lz4),
+        ("zstd", Compression::Zstd),
+    ];
+    const PARTITIONS: i32 = 2;
+    const PER: usize = 25;
+    const DEADLINE: Duration = Duration::from_secs(30);
+
+    /// Reads `n` records of `topic` from the start in a fresh group with our consumer.
+    fn consume_all(client: &Client, topic: &str, n: usize) -> Vec<ConsumerRecord> {
+        let mut c = client
+            .consumer(&unique_name("interop-compressed"))
+            .subscribe([topic])
+            .auto_offset_reset(OffsetReset::Earliest)
+            .enable_auto_commit(false)
+            .fetch_max_wait(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        let deadline = Instant::now() + DEADLINE;
+        let mut got = Vec::new();
+        while got.len() < n && Instant::now() < deadline {
+            got.extend(c.poll(Duration::from_millis(200)).unwrap().records);
+        }
+        c.close().unwrap();
+        got.sort_by_key(|r| (r.partition, r.offset));
+        got
+    }
+
+    fn java_producer_to_our_consumer(bootstrap: &str, java: &Java) {
+        let client = client(bootstrap);
+        for (name, _) in COMPRESSIONS {
+            let topic = topic_with_partitions(&client, PARTITIONS);
+            java.produce_compressed(bootstrap, &topic, PARTITIONS, PER, name);
+            let got = consume_all(&client, &topic, PARTITIONS as usize * PER);
+            let seen: Vec<_> = got
+                .iter()
+                .map(|r| {
+                    (
+                        r.partition,
+                        r.offset,
+                        r.key.clone(),
+                        r.value.clone(),
+                        r.headers.clone(),
+                    )
+                })
+                .collect();
+            let expected: Vec<_> = (0..PARTITIONS)
+                .flat_map(|p| {
+                    (0..PER).map(move |i| {
+                        (
+                            p,
+                            i as i64,
+                            Some(Bytes::from(format!("k{p}-{i}"))),
+                            Some(Bytes::from(format!("p{p}-{i}"))),
+                            vec![
+                                ("i".to_string(), Some(Bytes::from(i.to_string()))),
+                                ("nothing".to_string(), None),
+                            ],
+                        )
+                    })
+                })
+                .collect();
+            assert_eq!(seen, expected, "java {} {name}", java.version());
+            assert!(got.iter().all(|r| r.topic == topic && r.timestamp > 0), "{name}");
+        }
+    }
+
+    fn our_producer_to_java_consumer(bootstrap: &str, java: &Java) {
+        let client = client(bootstrap);
+        // Partition i holds what the producer with the i-th compression wrote.
+        let topic = topic_with_partitions(&client, COMPRESSIONS.len() as i32);
+        for (p, (_, compression)) in COMPRESSIONS.iter().enumerate() {
+            let p = p as i32;
+            let mut producer = client.producer().compression(*compression).build().unwrap();
+            for i in 0..PER {
+                producer
+                    .send(
+                        ProducerRecord::new(&topic, format!("p{p}-{i}"))
+                            .key(format!("k{p}-{i}"))
+                            .header("i", i.to_string())
+                            .partition(p),
+                    )
+                    .unwrap();
+            }
+            producer.flush().unwrap();
+            producer.close().unwrap();
+        }
+        let mut consumer = java.consumer(
+            bootstrap,
+            &topic,
+            &unique_name("interop-compressed"),
+            "java",
+            None,
+        );
+        let expected: Vec<Record> = (0..COMPRESSIONS.len() as i32)
+            .flat_map(|p| {
+                (0..PER).map(move |i| Record {
+                    partition: p,
+                    offset: i as i64,
+                    value: format!("p{p}-{i}"),
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + DEADLINE;
+        let got = loop {
+            let mut got = records(&consumer.stdout());
+            got.sort();
+            if got.len() >= expected.len() || Instant::now() >= deadline {
+                break got;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(got, expected, "java {}\n{}", java.version(), consumer.report());
+    }
+
+    #[test]
+    fn java_producer_every_compression_to_our_consumer() {
+        let b = broker::shared();
+        java_producer_to_our_consumer(b.bootstrap(), &Java::new(b.version()));
+    }
+
+    #[test]
+    fn our_producer_every_compression_to_java_consumer() {
+        let b = broker::shared();
+        our_producer_to_java_consumer(b.bootstrap(), &Java::new(b.version()));
+    }
+
+    #[test]
+    fn java_3_9_producer_every_compression_to_our_consumer() {
+        let b = broker::shared_legacy().to_string();
+        java_producer_to_our_consumer(&b, &Java::new("3.9"));
+    }
+
+    #[test]
+    fn our_producer_every_compression_to_java_3_9_consumer() {
+        let b = broker::shared_legacy().to_string();
+        our_producer_to_java_consumer(&b, &Java::new("3.9"));
+    }
+}

@@ -4,14 +4,17 @@
 // this also reports what the tests check: which partitions the consumer got, in which generation,
 // and whether it computed the assignment itself.
 //
-//   produce BOOTSTRAP TOPIC PARTITIONS PER_PARTITION
+//   produce BOOTSTRAP TOPIC PARTITIONS PER_PARTITION [COMPRESSION]
 //       writes PER_PARTITION records to each partition explicitly (value "p<partition>-<i>"),
-//       prints "produced N" and exits.
+//       prints "produced N" and exits. With COMPRESSION (a compression.type: none, gzip, snappy,
+//       lz4, zstd) the records are batched (linger.ms 50) and compressed so, and also carry key
+//       "k<partition>-<i>" and headers ("i", "<i>") and ("nothing", null).
 //   consume BOOTSTRAP TOPIC GROUP CLIENT_ID [GROUP_INSTANCE_ID]
 //       joins GROUP with the range assignor (static if GROUP_INSTANCE_ID is given) and runs until
 //       killed, printing "# assigned generation=G leader=L partitions=0,1" after each rebalance
 //       and "<partition> <offset> <value>" for each record.
 
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -38,7 +41,8 @@ public final class InteropClient {
     public static void main(String[] args) throws Exception {
         switch (args.length > 0 ? args[0] : "") {
             case "produce":
-                produce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+                produce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                        args.length > 5 ? args[5] : null);
                 break;
             case "consume":
                 consume(args[1], args[2], args[3], args[4], args.length > 5 ? args[5] : null);
@@ -49,17 +53,32 @@ public final class InteropClient {
         }
     }
 
-    static void produce(String bootstrap, String topic, int partitions, int perPartition) throws Exception {
+    static void produce(String bootstrap, String topic, int partitions, int perPartition, String compression)
+            throws Exception {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        if (compression != null) {
+            p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
+            // Many records per batch, so that the compressed batches hold more than one.
+            p.put(ProducerConfig.LINGER_MS_CONFIG, "50");
+        }
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (int partition = 0; partition < partitions; partition++) {
                 for (int i = 0; i < perPartition; i++) {
-                    sent.add(producer.send(new ProducerRecord<>(topic, partition, null, "p" + partition + "-" + i)));
+                    String value = "p" + partition + "-" + i;
+                    if (compression == null) {
+                        sent.add(producer.send(new ProducerRecord<>(topic, partition, null, value)));
+                    } else {
+                        ProducerRecord<String, String> r =
+                                new ProducerRecord<>(topic, partition, "k" + partition + "-" + i, value);
+                        r.headers().add("i", String.valueOf(i).getBytes(StandardCharsets.UTF_8));
+                        r.headers().add("nothing", null);
+                        sent.add(producer.send(r));
+                    }
                 }
             }
             producer.flush();

@@ -59,13 +59,35 @@ impl Java {
     /// Writes `per_partition` records with values `p<partition>-<i>` to each of the first
     /// `partitions` partitions of `topic` with Kafka's producer.
     pub fn produce(&self, bootstrap: &str, topic: &str, partitions: i32, per_partition: usize) {
-        let args = self.args(&[
-            "produce",
-            bootstrap,
-            topic,
-            &partitions.to_string(),
-            &per_partition.to_string(),
-        ]);
+        self.produce_with(bootstrap, topic, partitions, per_partition, None);
+    }
+
+    /// As [`Java::produce`], but batched and compressed with `compression` (a Kafka
+    /// `compression.type`), each record also with key `k<partition>-<i>` and headers
+    /// `("i", "<i>")` and `("nothing", null)`.
+    pub fn produce_compressed(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        per_partition: usize,
+        compression: &str,
+    ) {
+        self.produce_with(bootstrap, topic, partitions, per_partition, Some(compression));
+    }
+
+    fn produce_with(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        per_partition: usize,
+        compression: Option<&str>,
+    ) {
+        let (partitions_arg, per_partition_arg) = (partitions.to_string(), per_partition.to_string());
+        let mut rest = vec!["produce", bootstrap, topic, &partitions_arg, &per_partition_arg];
+        rest.extend(compression);
+        let args = self.args(&rest);
         let out = Process::run("java producer", "java", &args, Duration::from_secs(60));
         let expect = format!("produced {}", partitions as usize * per_partition);
         assert!(out.contains(&expect), "java producer printed {out:?}");
