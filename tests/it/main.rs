@@ -5,6 +5,7 @@ mod admin_tests;
 mod client_tests;
 mod connection_tests;
 mod consumer_tests;
+mod demo_tests;
 mod group_tests;
 mod harness;
 mod interop_tests;

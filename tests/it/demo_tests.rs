@@ -1,0 +1,39 @@
+//! The one-command demo (`cargo run --example demo`) end to end against the shared broker: the
+//! same scenario code, with a 3 s session timeout instead of 10 s.
+
+#[path = "../../examples/demo/scenario.rs"]
+mod scenario;
+
+use crate::support::broker;
+use std::time::{Duration, Instant};
+
+#[test]
+fn demo_quick_restart_keeps_the_group_and_slow_restart_rebalances() {
+    let b = broker::shared();
+    let settings = scenario::Settings::new(b.bootstrap(), Duration::from_secs(3));
+    let mut out = Vec::new();
+    let t = Instant::now();
+    let result = scenario::run(&settings, &mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    println!("{text}(demo ran in {:?})", t.elapsed());
+    if let Err(e) = result {
+        panic!("demo failed: {e}\n{text}");
+    }
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
+            .to_string()
+    };
+    let quick = line("quick restart: rebalanced:");
+    assert!(quick.starts_with("quick restart: rebalanced: no"), "{quick}");
+    let slow = line("slow restart: rebalanced:");
+    assert!(slow.starts_with("slow restart: rebalanced: yes"), "{slow}");
+    let summary = line("summary: records consumed:");
+    assert!(
+        summary.contains("total 6600 of 6600 produced, duplicates 0"),
+        "{summary}"
+    );
+    let committed = line("summary: committed offsets:");
+    assert!(committed.ends_with("lag 0"), "{committed}");
+}
