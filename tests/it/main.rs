@@ -2,6 +2,8 @@
 //! that all tests share one broker start-up.
 
 mod admin_tests;
+#[cfg(feature = "cli")]
+mod cli_tests;
 mod client_tests;
 mod connection_tests;
 mod consumer_tests;

@@ -1,0 +1,136 @@
+//! `broker-versions`: what each broker advertises, which version the client picks per API, and
+//! which Kafka release the broker's table looks like — the first thing to check when a group
+//! feature is refused by an old cluster.
+
+use crate::output::{Json, Table};
+use crate::{Ctx, Failure, BROKER};
+use kafka_group::net::releases::{self, Release};
+use kafka_group::net::versions::{self, BrokerVersions};
+use kafka_group::protocol::{ApiKey, VersionRange};
+use kafka_group::Broker;
+
+/// Show each broker's API versions and the Kafka release it matches.
+///
+/// For each broker in the cluster metadata and each API this client implements: the client's
+/// version range, the broker's, and the version they agree on; then the newest Kafka release
+/// (from the client's per-release table) whose advertised versions the broker's match.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+struct Row {
+    api: ApiKey,
+    ours: VersionRange,
+    broker: Option<VersionRange>,
+    chosen: Option<i16>,
+}
+
+pub fn run(ctx: &Ctx, _args: Args) -> Result<(), Failure> {
+    let meta = ctx.client.refresh_metadata(Some(&[]))?;
+    let caps = &ctx.client.connection_config().version_caps;
+    let mut docs = Vec::new();
+    let mut failed = Vec::new();
+    for (i, broker) in meta.brokers.values().enumerate() {
+        let table = match ctx.client.broker_versions(broker.id) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("kafka-group: broker {} ({}): {e}", broker.id, broker.addr());
+                failed.push(broker.id);
+                continue;
+            }
+        };
+        let rows: Vec<Row> = ApiKey::ALL
+            .iter()
+            .map(|&api| {
+                let cap = caps.get(&api.key()).copied();
+                let mut ours = api.versions();
+                if let Some(cap) = cap {
+                    ours.max = ours.max.min(cap);
+                }
+                Row {
+                    api,
+                    ours,
+                    broker: table.get(&api.key()).copied(),
+                    chosen: versions::pick(api, &table, cap).ok(),
+                }
+            })
+            .collect();
+        let release = releases::newest_matching(&table);
+        if ctx.json {
+            docs.push(broker_json(broker, &table, release, &rows));
+        } else {
+            if i > 0 {
+                outln!();
+            }
+            print_broker(broker, &table, release, &rows);
+        }
+    }
+    if ctx.json {
+        outln!("{}", Json::Obj(vec![("brokers", Json::Arr(docs))]));
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        let ids: Vec<String> = failed.iter().map(i32::to_string).collect();
+        Err(Failure::new(
+            BROKER,
+            format!("no answer from broker(s) {}", ids.join(", ")),
+        ))
+    }
+}
+
+fn release_text(release: Option<&Release>) -> String {
+    match release {
+        Some(r) => format!("Kafka {} ({})", r.version(), r.name),
+        None => "no release in the table matches (older than 0.10.0?)".into(),
+    }
+}
+
+fn print_broker(broker: &Broker, table: &BrokerVersions, release: Option<&Release>, rows: &[Row]) {
+    outln!("Broker {} at {}", broker.id, broker.addr());
+    outln!("Newest matching release: {}", release_text(release));
+    outln!("APIs advertised: {}", table.len());
+    let mut t = Table::new(&["API", "KEY", "CLIENT", "BROKER", "CHOSEN"]);
+    for r in rows {
+        t.row(vec![
+            r.api.name().to_string(),
+            r.api.key().to_string(),
+            r.ours.to_string(),
+            r.broker.map_or_else(|| "-".to_string(), |b| b.to_string()),
+            r.chosen
+                .map_or_else(|| "unsupported".to_string(), |v| v.to_string()),
+        ]);
+    }
+    out!("{t}");
+}
+
+fn range_json(r: VersionRange) -> Json {
+    Json::Obj(vec![
+        ("min", Json::Int(r.min.into())),
+        ("max", Json::Int(r.max.into())),
+    ])
+}
+
+fn broker_json(broker: &Broker, table: &BrokerVersions, release: Option<&Release>, rows: &[Row]) -> Json {
+    let apis = rows
+        .iter()
+        .map(|r| {
+            Json::Obj(vec![
+                ("api", Json::str(r.api.name())),
+                ("key", Json::Int(r.api.key().into())),
+                ("client", range_json(r.ours)),
+                ("broker", r.broker.map_or(Json::Null, range_json)),
+                ("chosen", Json::opt_int(r.chosen.map(i64::from))),
+            ])
+        })
+        .collect();
+    Json::Obj(vec![
+        ("id", Json::Int(broker.id.into())),
+        ("host", Json::str(&broker.host)),
+        ("port", Json::Int(broker.port.into())),
+        ("rack", Json::opt_str(broker.rack.clone())),
+        ("release", Json::opt_str(release.map(|r| r.name))),
+        ("release_version", Json::opt_str(release.map(|r| r.version()))),
+        ("apis_advertised", Json::Int(table.len() as i64)),
+        ("apis", Json::Arr(apis)),
+    ])
+}

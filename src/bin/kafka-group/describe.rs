@@ -1,0 +1,162 @@
+//! `describe`: a group's state, its members with their `group.instance.id`s and assignments,
+//! and the committed offset and lag of each partition.
+
+use crate::output::{Json, Table};
+use crate::{Ctx, Failure, NOT_FOUND};
+use kafka_group::{Admin, GroupDescription, MemberDescription, PartitionLag};
+use std::collections::BTreeMap;
+
+/// Show a group's state, members, assignments, committed offsets and lag.
+///
+/// For each member: member id, group.instance.id, client id, host and assigned partitions;
+/// for each partition: committed offset, log end offset and lag. The generation is not shown: DescribeGroups does not return it. Exits 3 if the group's
+/// coordinator does not know the group (or reports it dead).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The group (group.id).
+    group: String,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
+    let admin = Admin::new(&ctx.client).api_timeout(ctx.timeout);
+    let group = admin.describe_group(&args.group)?;
+    if group.state == "Dead" {
+        return Err(Failure::new(
+            NOT_FOUND,
+            format!(
+                "group {} does not exist (its coordinator reports it dead or unknown)",
+                args.group
+            ),
+        ));
+    }
+    let lag = admin.group_lag(&args.group)?;
+    if ctx.json {
+        outln!("{}", to_json(&group, &lag));
+    } else {
+        print_text(&group, &lag);
+    }
+    Ok(())
+}
+
+/// A member's partitions as `topic-partition`, sorted.
+fn partitions(m: &MemberDescription) -> Vec<(String, i32)> {
+    m.decoded_assignment
+        .iter()
+        .flat_map(|a| a.partitions.iter())
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+        .collect()
+}
+
+fn owners(group: &GroupDescription) -> BTreeMap<(String, i32), &MemberDescription> {
+    group
+        .members
+        .iter()
+        .flat_map(|m| partitions(m).into_iter().map(move |tp| (tp, m)))
+        .collect()
+}
+
+fn dash(s: Option<impl ToString>) -> String {
+    s.map_or_else(|| "-".to_string(), |s| s.to_string())
+}
+
+fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
+    let empty = |s: &str| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    outln!("Group:          {}", group.group_id);
+    outln!("State:          {}", group.state);
+    outln!("Protocol type:  {}", empty(&group.protocol_type));
+    outln!("Protocol:       {}", empty(&group.protocol));
+    outln!("Generation:     unknown (DescribeGroups does not return it)");
+    outln!("Members:        {}", group.members.len());
+    outln!();
+    let mut members = Table::new(&["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"]);
+    for m in &group.members {
+        let ps: Vec<String> = partitions(m).iter().map(|(t, p)| format!("{t}-{p}")).collect();
+        members.row(vec![
+            m.member_id.clone(),
+            dash(m.group_instance_id.as_deref()),
+            m.client_id.clone(),
+            m.client_host.clone(),
+            if ps.is_empty() { "-".into() } else { ps.join(",") },
+        ]);
+    }
+    out!("{members}");
+    outln!();
+    let owners = owners(group);
+    let mut offsets = Table::new(&[
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "INSTANCE-ID",
+        "MEMBER-ID",
+    ]);
+    for l in lag {
+        let owner = owners.get(&(l.tp.topic.clone(), l.tp.partition));
+        offsets.row(vec![
+            l.tp.topic.clone(),
+            l.tp.partition.to_string(),
+            dash(l.committed),
+            l.log_end.to_string(),
+            dash(l.lag),
+            dash(owner.and_then(|m| m.group_instance_id.as_deref())),
+            dash(owner.map(|m| &m.member_id)),
+        ]);
+    }
+    out!("{offsets}");
+}
+
+fn to_json(group: &GroupDescription, lag: &[PartitionLag]) -> Json {
+    let members = group
+        .members
+        .iter()
+        .map(|m| {
+            let assignment = partitions(m)
+                .into_iter()
+                .map(|(t, p)| Json::Obj(vec![("topic", Json::Str(t)), ("partition", Json::Int(p.into()))]))
+                .collect();
+            Json::Obj(vec![
+                ("member_id", Json::str(&m.member_id)),
+                ("group_instance_id", Json::opt_str(m.group_instance_id.clone())),
+                ("client_id", Json::str(&m.client_id)),
+                ("host", Json::str(&m.client_host)),
+                ("assignment", Json::Arr(assignment)),
+            ])
+        })
+        .collect();
+    let owners = owners(group);
+    let offsets = lag
+        .iter()
+        .map(|l| {
+            let owner = owners.get(&(l.tp.topic.clone(), l.tp.partition));
+            Json::Obj(vec![
+                ("topic", Json::str(&l.tp.topic)),
+                ("partition", Json::Int(l.tp.partition.into())),
+                ("committed", Json::opt_int(l.committed)),
+                ("log_end", Json::Int(l.log_end)),
+                ("lag", Json::opt_int(l.lag)),
+                ("member_id", Json::opt_str(owner.map(|m| m.member_id.clone()))),
+                (
+                    "group_instance_id",
+                    Json::opt_str(owner.and_then(|m| m.group_instance_id.clone())),
+                ),
+            ])
+        })
+        .collect();
+    Json::Obj(vec![
+        ("group", Json::str(&group.group_id)),
+        ("state", Json::str(&group.state)),
+        ("protocol_type", Json::str(&group.protocol_type)),
+        ("protocol", Json::str(&group.protocol)),
+        // DescribeGroups does not carry the generation; null says "not known", not "none".
+        ("generation", Json::Null),
+        ("members", Json::Arr(members)),
+        ("offsets", Json::Arr(offsets)),
+    ])
+}

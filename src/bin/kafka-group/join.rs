@@ -1,0 +1,227 @@
+//! `join`: runs one static member (a `Consumer`) in the foreground, printing its assignments and
+//! records — to watch how a group rebalances, or to stand in for a member during an incident.
+
+use crate::output::Json;
+use crate::{Ctx, Failure};
+use kafka_group::group::{GroupEvent, TopicPartition};
+use kafka_group::{ConsumerRecord, Error, KafkaCode, OffsetReset};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Run one static group member and print its assignments and records.
+///
+/// Prints an `Assigned` / `Revoked` line for each rebalance and one line per record
+/// (`TOPIC-PARTITION<TAB>OFFSET<TAB>KEY<TAB>VALUE`, `null` for a missing key or value),
+/// committing after each poll. Runs until standard input ends (Ctrl-D), Ctrl-C, or the
+/// --max-records / --duration limit. Ctrl-C ends the process at once: what was printed is
+/// already committed, and like any static member it keeps its partitions until its session
+/// times out.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The group (group.id).
+    group: String,
+    /// The member's group.instance.id.
+    #[arg(long = "instance-id", value_name = "ID")]
+    instance_id: String,
+    /// A topic to subscribe to; repeat for several.
+    #[arg(long = "topic", value_name = "TOPIC", required = true)]
+    topics: Vec<String>,
+    /// session.timeout.ms (default: the client's, 45000).
+    #[arg(long, value_name = "MS")]
+    session_timeout: Option<u64>,
+    /// Start partitions without a committed offset at the beginning of the log instead of
+    /// the end (auto.offset.reset=earliest).
+    #[arg(long)]
+    from_beginning: bool,
+    /// Stop after printing this many records.
+    #[arg(long, value_name = "N")]
+    max_records: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    duration: Option<u64>,
+}
+
+/// How long one poll may block, so that the stop conditions are checked often.
+const POLL: Duration = Duration::from_millis(500);
+
+pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
+    let mut builder = ctx
+        .client
+        .consumer(&args.group)
+        .subscribe(args.topics.iter().cloned())
+        .group_instance_id(&args.instance_id)
+        .enable_auto_commit(false);
+    if let Some(ms) = args.session_timeout {
+        builder = builder.session_timeout(Duration::from_millis(ms));
+    }
+    if args.from_beginning {
+        builder = builder.auto_offset_reset(OffsetReset::Earliest);
+    }
+    let mut consumer = builder.build()?;
+    let input_closed = watch_stdin();
+    let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs(s));
+    let mut printed: u64 = 0;
+    loop {
+        if input_closed.load(Ordering::SeqCst) {
+            log::info!("standard input closed; stopping");
+            break;
+        }
+        let wait = match deadline {
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left.min(POLL),
+                _ => break,
+            },
+            None => POLL,
+        };
+        let polled = consumer.poll(wait)?;
+        for event in &polled.events {
+            print_event(ctx.json, event);
+        }
+        let mut next: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        let mut truncated = false;
+        for record in &polled.records {
+            if args.max_records.is_some_and(|max| printed >= max) {
+                truncated = true;
+                break;
+            }
+            print_record(ctx.json, record);
+            next.insert(record.topic_partition(), record.offset + 1);
+            printed += 1;
+        }
+        // Commit exactly what was printed: all of the poll unless --max-records cut it short.
+        let committed = if truncated {
+            consumer.commit_offsets(&next)
+        } else {
+            consumer.commit()
+        };
+        if let Err(e) = committed {
+            if !generation_ended(&e) {
+                return Err(e.into());
+            }
+            // The next poll rejoins; the uncommitted records come again.
+            log::warn!("commit refused ({e}); rejoining");
+        }
+        if args.max_records.is_some_and(|max| printed >= max) {
+            break;
+        }
+    }
+    consumer.close()?;
+    Ok(())
+}
+
+/// A commit refused because the member's generation is over, which the next poll repairs.
+fn generation_ended(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Kafka {
+            code: KafkaCode::RebalanceInProgress | KafkaCode::IllegalGeneration | KafkaCode::UnknownMemberId,
+            ..
+        }
+    )
+}
+
+/// A flag set when standard input reaches its end (or fails), read on a background thread
+/// because the standard library has no non-blocking read.
+fn watch_stdin() -> Arc<AtomicBool> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let flag = closed.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+        flag.store(true, Ordering::SeqCst);
+    });
+    closed
+}
+
+fn partitions_text(partitions: &[TopicPartition]) -> String {
+    if partitions.is_empty() {
+        return "(none)".into();
+    }
+    let names: Vec<String> = partitions.iter().map(TopicPartition::to_string).collect();
+    names.join(",")
+}
+
+fn partitions_json(partitions: &[TopicPartition]) -> Json {
+    Json::Arr(
+        partitions
+            .iter()
+            .map(|tp| {
+                Json::Obj(vec![
+                    ("topic", Json::str(&tp.topic)),
+                    ("partition", Json::Int(tp.partition.into())),
+                ])
+            })
+            .collect(),
+    )
+}
+
+fn print_event(json: bool, event: &GroupEvent) {
+    let (name, generation, partitions) = match event {
+        GroupEvent::Assigned {
+            generation,
+            partitions,
+            ..
+        } => ("Assigned", *generation, partitions),
+        GroupEvent::Revoked {
+            generation,
+            partitions,
+        } => ("Revoked", *generation, partitions),
+        GroupEvent::CoordinatorMoved { coordinator } => {
+            log::info!(
+                "coordinator moved to broker {} ({})",
+                coordinator.id,
+                coordinator.addr()
+            );
+            return;
+        }
+        other => {
+            log::debug!("{other:?}");
+            return;
+        }
+    };
+    if json {
+        let doc = Json::Obj(vec![
+            ("event", Json::str(name)),
+            ("generation", Json::Int(generation.into())),
+            ("partitions", partitions_json(partitions)),
+        ]);
+        outln!("{doc}");
+    } else {
+        outln!(
+            "{name} generation={generation} partitions={}",
+            partitions_text(partitions)
+        );
+    }
+}
+
+fn text(b: Option<&bytes::Bytes>) -> Option<String> {
+    b.map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+fn print_record(json: bool, r: &ConsumerRecord) {
+    let (key, value) = (text(r.key.as_ref()), text(r.value.as_ref()));
+    if json {
+        let doc = Json::Obj(vec![
+            ("event", Json::str("Record")),
+            ("topic", Json::str(&r.topic)),
+            ("partition", Json::Int(r.partition.into())),
+            ("offset", Json::Int(r.offset)),
+            ("key", Json::opt_str(key)),
+            ("value", Json::opt_str(value)),
+        ]);
+        outln!("{doc}");
+    } else {
+        outln!(
+            "{}-{}\t{}\t{}\t{}",
+            r.topic,
+            r.partition,
+            r.offset,
+            key.as_deref().unwrap_or("null"),
+            value.as_deref().unwrap_or("null")
+        );
+    }
+}

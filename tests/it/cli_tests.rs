@@ -1,0 +1,273 @@
+//! The `kafka-group` binary against real brokers: output, effects and exit codes as scripts
+//! see them.
+
+use crate::group_tests::{client, converged, static_member, topic_with_partitions, wait_for, Running};
+use crate::support::broker;
+use crate::support::proxy::Proxy;
+use crate::support::unique_name;
+use kafka_group::ProducerRecord;
+use serde_json::Value;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary with `--bootstrap-server bootstrap` and `args`. Standard input stays open
+/// until it exits (EOF on stdin stops `join`).
+fn cli(bootstrap: &str, args: &[&str]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
+        .arg("--bootstrap-server")
+        .arg(bootstrap)
+        .args(["--timeout", "20"])
+        .args(args)
+        .env_remove("KAFKA_BOOTSTRAP")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let mut err_pipe = child.stderr.take().unwrap();
+    // Drain stderr on a thread so that neither pipe can fill up and block the child.
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err_pipe.read_to_string(&mut s);
+        s
+    });
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let status = child.wait().unwrap();
+    stderr.push_str(&err_reader.join().unwrap());
+    drop(stdin);
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    }
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", run.stdout))
+}
+
+fn member_count(bootstrap: &str, group: &str) -> usize {
+    let run = cli(bootstrap, &["--json", "describe", group]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    json(&run)["members"].as_array().unwrap().len()
+}
+
+#[test]
+fn describe_shows_static_members_and_remove_member_takes_effect() {
+    let bootstrap = broker::shared().bootstrap();
+    let client = client(bootstrap);
+    let topic = topic_with_partitions(&client, 2);
+    let group = unique_name("cli-group");
+    let a = Running::start(static_member(&client, &group, &topic, "cli-a"));
+    let b = Running::start(static_member(&client, &group, &topic, "cli-b"));
+    wait_for("two static members", Duration::from_secs(30), || {
+        converged(&[&a, &b], 2)
+    });
+
+    let run = cli(bootstrap, &["describe", &group]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for part in [
+        "State:          Stable",
+        "cli-a",
+        "cli-b",
+        "INSTANCE-ID",
+        "LAG",
+        &format!("{topic}-0"),
+    ] {
+        assert!(
+            run.stdout.contains(part),
+            "{part:?} missing from:\n{}",
+            run.stdout
+        );
+    }
+    let doc = json(&cli(bootstrap, &["--json", "describe", &group]));
+    assert_eq!(doc["state"], "Stable");
+    assert!(doc["generation"].is_null());
+    let mut ids: Vec<&str> = doc["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["group_instance_id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["cli-a", "cli-b"]);
+    let assigned: usize = doc["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["assignment"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(assigned, 2);
+    assert_eq!(doc["offsets"].as_array().unwrap().len(), 2, "{doc}");
+
+    // A stopped static member stays in the group until its session times out; removing it by
+    // instance id ends that at once.
+    drop(a.stop());
+    assert_eq!(member_count(bootstrap, &group), 2);
+    let run = cli(bootstrap, &["remove-member", &group, "--instance-id", "cli-a"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("cli-a") && run.stdout.contains("removed"),
+        "{}",
+        run.stdout
+    );
+    wait_for("one member left", Duration::from_secs(20), || {
+        member_count(bootstrap, &group) == 1
+    });
+
+    let run = cli(bootstrap, &["remove-member", &group, "--instance-id", "nobody"]);
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("UNKNOWN_MEMBER_ID"), "{}", run.stdout);
+    assert!(run.stderr.contains("nobody"), "{}", run.stderr);
+    drop(b);
+}
+
+#[test]
+fn describe_of_an_unknown_group_exits_3() {
+    let run = cli(
+        broker::shared().bootstrap(),
+        &["describe", &unique_name("cli-nobody")],
+    );
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("does not exist"), "{}", run.stderr);
+}
+
+#[test]
+fn usage_errors_exit_1() {
+    let run = cli("localhost:1", &["remove-member", "g"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let help = cli("localhost:1", &["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Exit codes:"), "{}", help.stdout);
+}
+
+#[test]
+fn broker_versions_names_the_emulated_release() {
+    let proxy = Proxy::start(broker::shared_legacy(), "zk-2.2");
+    let run = cli(&proxy.bootstrap(), &["broker-versions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("Newest matching release: Kafka 2.2 (zk-2.2)"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("JoinGroup"), "{}", run.stdout);
+
+    let doc = json(&cli(&proxy.bootstrap(), &["--json", "broker-versions"]));
+    let brokers = doc["brokers"].as_array().unwrap();
+    assert!(!brokers.is_empty(), "{doc}");
+    for b in brokers {
+        assert_eq!(b["release_version"], "2.2", "{b}");
+        let join = b["apis"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["api"] == "JoinGroup")
+            .unwrap();
+        // zk-2.2 advertises JoinGroup 0..=4, so 4 is chosen.
+        assert_eq!(join["broker"]["max"], 4, "{join}");
+        assert_eq!(join["chosen"], 4, "{join}");
+    }
+}
+
+#[test]
+fn remove_member_on_kafka_2_3_exits_4() {
+    let proxy = Proxy::start(broker::shared_legacy(), "zk-2.3");
+    let run = cli(&proxy.bootstrap(), &["remove-member", "g", "--instance-id", "a"]);
+    assert_eq!(run.code, 4, "{}\n{}", run.stdout, run.stderr);
+    for part in ["removing members by group.instance.id", "Kafka 2.4 or newer"] {
+        assert!(run.stderr.contains(part), "{part:?} missing from: {}", run.stderr);
+    }
+}
+
+#[test]
+fn join_prints_assignments_and_records_and_commits() {
+    let bootstrap = broker::shared().bootstrap();
+    let client = client(bootstrap);
+    let topic = topic_with_partitions(&client, 1);
+    let mut producer = client.producer().build().unwrap();
+    for i in 0..5 {
+        producer
+            .send(ProducerRecord::new(&topic, format!("v{i}")).key(format!("k{i}")))
+            .unwrap();
+    }
+    producer.close().unwrap();
+    let group = unique_name("cli-join");
+    let run = cli(
+        bootstrap,
+        &[
+            "join",
+            &group,
+            "--instance-id",
+            "cli-j",
+            "--topic",
+            &topic,
+            "--from-beginning",
+            "--session-timeout",
+            "6000",
+            "--max-records",
+            "3",
+            "--duration",
+            "40",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].starts_with("Assigned generation="), "{}", run.stdout);
+    assert!(
+        lines[0].ends_with(&format!(" partitions={topic}-0")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        &lines[1..],
+        [0, 1, 2].map(|i| format!("{topic}-0\t{i}\tk{i}\tv{i}")),
+        "{}",
+        run.stdout
+    );
+    // Exactly the printed records were committed: two of five left.
+    let doc = json(&cli(bootstrap, &["--json", "describe", &group]));
+    let offsets = doc["offsets"].as_array().unwrap();
+    assert_eq!(offsets.len(), 1, "{doc}");
+    assert_eq!(offsets[0]["committed"], 3, "{doc}");
+    assert_eq!(offsets[0]["lag"], 2, "{doc}");
+
+    // A static restart of the same instance resumes from the commit; --duration ends it.
+    let run = cli(
+        bootstrap,
+        &[
+            "--json",
+            "join",
+            &group,
+            "--instance-id",
+            "cli-j",
+            "--topic",
+            &topic,
+            "--duration",
+            "4",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let events: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["event"], "Assigned", "{}", run.stdout);
+    let offsets: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "Record")
+        .map(|e| &e["offset"])
+        .collect();
+    assert_eq!(offsets, [3, 4], "{}", run.stdout);
+}
