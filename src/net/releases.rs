@@ -56,14 +56,20 @@ pub fn oldest_with(requirements: &[(i16, i16)]) -> Option<&'static Release> {
     })
 }
 
+/// APIs a broker advertises only when configured to: client telemetry (KIP-714) appears only
+/// with a metrics reporter that supports it. Their absence says nothing about the release.
+const OPTIONAL_APIS: &[i16] = &[71, 72];
+
 /// The newest release whose advertised maxima are all at or below the broker's for the APIs
-/// both know, and that has no API the broker lacks: the best guess of what the broker is.
+/// both know, and that has no API the broker lacks (optional ones aside): the best guess of
+/// what the broker is.
 pub fn newest_matching(broker: &BTreeMap<i16, VersionRange>) -> Option<&'static Release> {
     all()
         .iter()
         .filter(|r| {
             r.apis
                 .iter()
+                .filter(|(k, _)| !OPTIONAL_APIS.contains(k))
                 .all(|(k, v)| broker.get(k).is_some_and(|b| b.max >= v.max))
         })
         .max_by_key(|r| (sort_key(r.name), r.apis.len()))
@@ -132,6 +138,15 @@ mod tests {
             by_name("zk-2.2").unwrap().range(11),
             Some(VersionRange::new(0, 4))
         );
+    }
+
+    #[test]
+    fn a_4x_broker_without_client_telemetry_is_still_4x() {
+        let mut apis = by_name("kraft-4.0").unwrap().apis.clone();
+        apis.remove(&71);
+        apis.remove(&72);
+        let guess = newest_matching(&apis).unwrap();
+        assert!(guess.name.starts_with("kraft-4."), "guessed {}", guess.name);
     }
 
     #[test]

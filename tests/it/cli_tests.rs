@@ -180,6 +180,23 @@ fn broker_versions_names_the_emulated_release() {
     }
 }
 
+/// A real broker is named by its own release line, whether or not it advertises the optional
+/// client-telemetry APIs.
+#[test]
+fn broker_versions_names_the_real_broker_line() {
+    let b = broker::shared();
+    let doc = json(&cli(b.bootstrap(), &["--json", "broker-versions"]));
+    let major = b.version().split('.').next().unwrap().to_string();
+    for broker in doc["brokers"].as_array().unwrap() {
+        let release = broker["release_version"].as_str().unwrap_or_default();
+        assert!(
+            release.starts_with(&format!("{major}.")),
+            "Kafka {} named as {release}",
+            b.version()
+        );
+    }
+}
+
 #[test]
 fn remove_member_on_kafka_2_3_exits_4() {
     let proxy = Proxy::start(broker::shared_legacy(), "zk-2.3");
