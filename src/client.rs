@@ -281,6 +281,24 @@ struct Inner {
 }
 
 /// A thread-safe, cheaply cloned handle on a Kafka cluster.
+///
+/// ```no_run
+/// use kafka_group::Client;
+/// use std::time::Duration;
+///
+/// # fn main() -> kafka_group::Result<()> {
+/// let client = Client::builder()
+///     .bootstrap_servers("127.0.0.1:9092")
+///     .client_id("billing")
+///     .request_timeout(Duration::from_secs(10))
+///     .build()?; // validated here; nothing is sent until the first request
+/// let metadata = client.refresh_metadata(Some(&["invoices"]))?;
+/// println!("{} brokers", metadata.brokers.len());
+/// let coordinator = client.find_coordinator("billing")?;
+/// println!("group coordinator: broker {} at {}", coordinator.id, coordinator.addr());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: Arc<Inner>,

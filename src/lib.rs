@@ -3,9 +3,40 @@
 //! A blocking, synchronous client for Apache Kafka consumer groups, built around static
 //! membership (KIP-345, `group.instance.id`).
 //!
-//! This release contains the protocol layer: codecs for every version of every API the client
-//! speaks, generated from Kafka's JSON schemas at build time ([`protocol`]), and Kafka's error
-//! codes as a typed enum ([`KafkaCode`]).
+//! Where things are, following the data path:
+//!
+//! - [`Client`]: bootstrap, per-broker connections with version negotiation ([`net`]), the
+//!   metadata cache, coordinator lookup.
+//! - [`group`]: membership — [`group::GroupMember`] with its heartbeat thread, the state
+//!   machine, assignors. A static member restarting within its session timeout gets its
+//!   partitions back without a rebalance.
+//! - [`Consumer`]: a member that fetches, tracks positions and commits; [`Producer`]; [`Admin`].
+//! - [`records`]: record batches and legacy message sets; [`protocol`]: the wire codecs,
+//!   generated from Kafka's JSON schemas at build time; [`KafkaCode`]: the error codes.
+//!
+//! ```no_run
+//! use kafka_group::Client;
+//! use std::time::Duration;
+//!
+//! # fn main() -> kafka_group::Result<()> {
+//! let client = Client::builder().bootstrap_servers("127.0.0.1:9092").build()?;
+//! let mut consumer = client
+//!     .consumer("billing")
+//!     .group_instance_id("billing-worker-1")
+//!     .subscribe(["invoices"])
+//!     .enable_auto_commit(false)
+//!     .build()?;
+//! loop {
+//!     let polled = consumer.poll(Duration::from_secs(1))?;
+//!     for record in &polled.records {
+//!         println!("{}-{}@{}", record.topic, record.partition, record.offset);
+//!     }
+//!     consumer.commit()?;
+//! }
+//! # }
+//! ```
+//!
+//! The codecs refuse to drop what a version cannot carry:
 //!
 //! ```
 //! use kafka_group::protocol::messages::JoinGroupRequest;

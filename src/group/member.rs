@@ -186,7 +186,35 @@ impl MemberBuilder {
 ///
 /// Blocking: [`join`](Self::join) returns once the member has an assignment;
 /// [`poll`](Self::poll) reacts to rebalances, coordinator moves and fencing reported by the
-/// heartbeat thread. See the crate docs for an example.
+/// heartbeat thread. Use it directly to coordinate work by partition without consuming through
+/// Kafka; [`Consumer`](crate::Consumer) wraps it to fetch and commit.
+///
+/// ```no_run
+/// use kafka_group::group::GroupEvent;
+/// use kafka_group::Client;
+/// use std::time::Duration;
+///
+/// # fn main() -> kafka_group::Result<()> {
+/// let client = Client::builder().bootstrap_servers("127.0.0.1:9092").build()?;
+/// let mut member = client
+///     .member("billing")
+///     .group_instance_id("billing-worker-1")
+///     .topics(["invoices"])
+///     .session_timeout(Duration::from_secs(30))
+///     .build()?;
+/// member.join(Duration::from_secs(60))?;
+/// println!("generation {:?}: {}", member.generation().map(|g| g.id), member.assignment());
+/// loop {
+///     for event in member.poll(Duration::from_secs(1))? {
+///         match event {
+///             GroupEvent::Revoked { partitions, .. } => println!("stop working on {partitions:?}"),
+///             GroupEvent::Assigned { partitions, .. } => println!("start working on {partitions:?}"),
+///             other => println!("{other:?}"),
+///         }
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct GroupMember {
     client: Client,

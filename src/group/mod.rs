@@ -3,7 +3,7 @@
 //!
 //! Pure logic — the [state machine](state), the [heartbeat timer](timer), the
 //! [error classification](action), the [assignors](assignor) — is kept apart from the thread
-//! ([`heartbeat`]) and the requests ([`member`]).
+//! (`heartbeat.rs`) and the requests ([`member`]).
 
 pub mod action;
 pub mod assignment;
