@@ -2,6 +2,7 @@
 //! that all tests share one broker start-up.
 
 mod admin_tests;
+// The binary exists only with the `cli` feature (on by default).
 #[cfg(feature = "cli")]
 mod cli_tests;
 mod client_tests;
@@ -11,6 +12,7 @@ mod demo_tests;
 mod group_tests;
 mod harness;
 mod interop_tests;
+mod no_loss_tests;
 mod producer_tests;
 mod proxy_tests;
 mod records_tests;

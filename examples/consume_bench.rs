@@ -1,0 +1,145 @@
+//! Timed benchmark of the consumer against a real broker (not a test: it prints figures).
+//! Produces RECORDS keyless records of VALUE_SIZE bytes (defaults 1,000,000 × 100) with the
+//! producer (`acks=all`, `batch.size` 256 KiB) into a 3-partition topic, once uncompressed and
+//! once with lz4, then consumes each topic with one consumer (fresh group,
+//! `auto.offset.reset=earliest`, default fetch settings) and reports MB/s (of values) and
+//! records/s for consuming, and for context for producing.
+//!
+//! ```text
+//! cargo run --release --example consume_bench [-- RECORDS VALUE_SIZE]
+//! ```
+//! Uses `KAFKA_BOOTSTRAP` if set, else starts a broker with `scripts/kafka` and stops it after.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use bytes::Bytes;
+use kafka_group::producer::{Acks, ProducerRecord};
+use kafka_group::records::Compression;
+use kafka_group::{Admin, Client, NewTopic, OffsetReset};
+use std::time::{Duration, Instant};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const PARTITIONS: i32 = 3;
+const BATCH_SIZE: usize = 256 * 1024;
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let records = args.first().copied().unwrap_or(1_000_000);
+    let value_size = args.get(1).copied().unwrap_or(100);
+    let kafka = support::LocalKafka::get("consume-bench")?;
+    let client = Client::builder()
+        .bootstrap_servers(&kafka.bootstrap)
+        .client_id("consume-bench")
+        .build()?;
+    let values = values(records, value_size);
+    let bytes: usize = values.iter().map(Bytes::len).sum();
+    println!(
+        "{records} records of {value_size} bytes, {PARTITIONS} partitions, keyless; produced with \
+         acks=all, batch.size={BATCH_SIZE}; consumed by one consumer with default fetch settings"
+    );
+    for compression in [Compression::None, Compression::Lz4] {
+        let name = format!("{compression:?}").to_lowercase();
+        let topic = unique(&format!("consume-bench-{name}"));
+        Admin::new(&client)
+            .create_topics(&[NewTopic::new(&topic, PARTITIONS, 1)], Duration::from_secs(30))?;
+        let produced = produce(&client, &topic, &values, compression)?;
+        report(&format!("{name:<5} produce"), produced, records, bytes);
+        let (consumed, polls) = consume(&client, &topic, records)?;
+        report(&format!("{name:<5} consume"), consumed, records, bytes);
+        println!("      ({polls} polls)");
+    }
+    Ok(())
+}
+
+fn report(label: &str, elapsed: Duration, records: usize, bytes: usize) {
+    let secs = elapsed.as_secs_f64();
+    println!(
+        "{label}: {:>8.2?}  {:>7.1} MB/s  {:>9.0} records/s",
+        elapsed,
+        bytes as f64 / secs / 1e6,
+        records as f64 / secs,
+    );
+}
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    )
+}
+
+/// Values that compress about as well as typical text-ish payloads (as in `produce_bench`):
+/// letters from a 16-character alphabet chosen by a xorshift generator.
+fn values(n: usize, size: usize) -> Vec<Bytes> {
+    const ALPHABET: &[u8; 16] = b"abcdefghijklmnop";
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            (0..size)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    ALPHABET[(x & 15) as usize]
+                })
+                .collect::<Vec<u8>>()
+                .into()
+        })
+        .collect()
+}
+
+/// Sends every value and flushes; the time from the first `send` to the return of `flush`.
+fn produce(
+    client: &Client,
+    topic: &str,
+    values: &[Bytes],
+    compression: Compression,
+) -> Result<Duration, BoxError> {
+    let mut producer = client
+        .producer()
+        .acks(Acks::All)
+        .compression(compression)
+        .batch_size(BATCH_SIZE)
+        .build()?;
+    let started = Instant::now();
+    for v in values {
+        producer.send(ProducerRecord::new(topic, v.clone()))?;
+    }
+    producer.flush()?;
+    let elapsed = started.elapsed();
+    producer.close()?;
+    Ok(elapsed)
+}
+
+/// Consumes `records` records; the time from the poll after the join to the last record, and
+/// the number of polls. Records the joining poll already returned are not in the figure, so
+/// the time is scaled to all of them from the rest.
+fn consume(client: &Client, topic: &str, records: usize) -> Result<(Duration, usize), BoxError> {
+    let mut consumer = client
+        .consumer(&unique("consume-bench"))
+        .subscribe([topic])
+        .auto_offset_reset(OffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .build()?;
+    // Join first, so that the figure is the fetch path alone.
+    let mut joined = 0;
+    while consumer.assignment().is_empty() {
+        joined += consumer.poll(Duration::from_millis(10))?.len();
+    }
+    let started = Instant::now();
+    let mut got = joined;
+    let mut polls = 0;
+    while got < records {
+        got += consumer.poll(Duration::from_secs(1))?.len();
+        polls += 1;
+    }
+    let elapsed = started.elapsed();
+    consumer.close()?;
+    let timed = (records - joined).max(1);
+    Ok((elapsed.mul_f64(records as f64 / timed as f64), polls))
+}
