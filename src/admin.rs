@@ -9,19 +9,18 @@
 use crate::client::{metadata_request, Broker, Client, Metadata};
 use crate::consumer::offsets;
 use crate::error::{Error, Result, Timeout};
+use crate::group::Assignment;
 use crate::group::TopicPartition;
 use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
-use crate::protocol::messages::consumer_protocol_assignment;
 use crate::protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use crate::protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use crate::protocol::messages::delete_topics_request::DeleteTopicState;
 use crate::protocol::messages::leave_group_request::MemberIdentity;
 use crate::protocol::messages::{
-    ConsumerProtocolAssignment, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeGroupsRequest, DescribeGroupsResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
-    MetadataResponse,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+    DescribeGroupsResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, MetadataResponse,
 };
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
+use crate::protocol::{ApiKey, Request};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,18 +76,6 @@ pub struct ListedGroup {
     pub state: Option<String>,
 }
 
-/// A member's assignment from DescribeGroups, decoded as the consumer protocol's
-/// `ConsumerProtocolAssignment`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct MemberAssignment {
-    /// The `ConsumerProtocolAssignment` version the leader wrote.
-    pub version: i16,
-    /// Topic → assigned partitions.
-    pub partitions: BTreeMap<String, Vec<i32>>,
-    /// The assignor's user data, if any.
-    pub user_data: Option<Bytes>,
-}
-
 /// One member of a group, from DescribeGroups.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberDescription {
@@ -106,7 +93,7 @@ pub struct MemberDescription {
     pub assignment: Bytes,
     /// `assignment` decoded, for groups of protocol type `consumer` that have one (`None`
     /// during a rebalance, for other protocol types, or if the bytes do not parse).
-    pub decoded_assignment: Option<MemberAssignment>,
+    pub decoded_assignment: Option<Assignment>,
 }
 
 /// A group as [`Admin::describe_group`] (DescribeGroups) reports it.
@@ -915,7 +902,7 @@ fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupD
         .into_iter()
         .map(|m| {
             let decoded_assignment = if consumer && !m.member_assignment.is_empty() {
-                decode_assignment(&m.member_assignment)
+                Assignment::decode(&m.member_assignment)
                     .map_err(|e| {
                         log::debug!(
                             "group {group}: member {}: undecodable assignment: {e}",
@@ -949,33 +936,6 @@ fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupD
 /// A `ConsumerProtocolAssignment` behind its `i16` version prefix. Later versions only append
 /// fields, so one newer than the client knows is read as the newest known one and its extra
 /// bytes are ignored, as the Java consumer does.
-fn decode_assignment(raw: &Bytes) -> Result<MemberAssignment, DecodeError> {
-    let mut d = Decoder::new(raw.clone());
-    let version = d.get_i16()?;
-    if version < 0 {
-        return Err(DecodeError::UnsupportedVersion {
-            message: ConsumerProtocolAssignment::NAME,
-            version,
-        });
-    }
-    let a =
-        ConsumerProtocolAssignment::decode(&mut d, version.min(ConsumerProtocolAssignment::VERSIONS.max))?;
-    let mut partitions: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-    for consumer_protocol_assignment::TopicPartition {
-        topic,
-        partitions: ps,
-        ..
-    } in a.assigned_partitions
-    {
-        partitions.entry(topic).or_default().extend(ps);
-    }
-    Ok(MemberAssignment {
-        version,
-        partitions,
-        user_data: a.user_data,
-    })
-}
-
 fn member_outcomes(
     group: &str,
     instance_ids: &[&str],
@@ -1120,10 +1080,13 @@ fn topic_gone(resp: &MetadataResponse, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::consumer_protocol_assignment;
     use crate::protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
     use crate::protocol::messages::leave_group_response::MemberResponse;
     use crate::protocol::messages::metadata_response::{MetadataResponsePartition, MetadataResponseTopic};
+    use crate::protocol::messages::ConsumerProtocolAssignment;
     use crate::protocol::EncodeError;
+    use crate::protocol::Message;
 
     fn versions(api: ApiKey) -> std::ops::RangeInclusive<i16> {
         api.versions().min..=api.versions().max
@@ -1192,38 +1155,6 @@ mod tests {
         a.encode(version.min(3), &mut buf).unwrap();
         buf.extend_from_slice(extra);
         buf.into()
-    }
-
-    #[test]
-    fn consumer_assignments_decode_in_every_version_and_newer() {
-        let a = ConsumerProtocolAssignment {
-            assigned_partitions: vec![
-                consumer_protocol_assignment::TopicPartition {
-                    topic: "a".into(),
-                    partitions: vec![0, 2],
-                    ..Default::default()
-                },
-                consumer_protocol_assignment::TopicPartition {
-                    topic: "b".into(),
-                    partitions: vec![1],
-                    ..Default::default()
-                },
-            ],
-            user_data: Some(Bytes::from_static(b"u")),
-            ..Default::default()
-        };
-        for v in 0..=3 {
-            let d = decode_assignment(&assignment_bytes(v, &a, &[])).unwrap();
-            assert_eq!(d.version, v);
-            assert_eq!(d.partitions["a"], vec![0, 2]);
-            assert_eq!(d.partitions["b"], vec![1]);
-            assert_eq!(d.user_data.as_deref(), Some(&b"u"[..]));
-        }
-        let future = decode_assignment(&assignment_bytes(9, &a, &[1, 2, 3])).unwrap();
-        assert_eq!(future.version, 9);
-        assert_eq!(future.partitions.len(), 2);
-        assert!(decode_assignment(&Bytes::from_static(&[0xff, 0xff])).is_err());
-        assert!(decode_assignment(&Bytes::from_static(&[0])).is_err());
     }
 
     #[test]

@@ -76,8 +76,7 @@ pub mod protocol;
 pub mod records;
 
 pub use admin::{
-    Admin, GroupDescription, ListedGroup, MemberAssignment, MemberDescription, NewTopic, OffsetSpec,
-    PartitionLag,
+    Admin, GroupDescription, ListedGroup, MemberDescription, NewTopic, OffsetSpec, PartitionLag,
 };
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};
 pub use code::KafkaCode;

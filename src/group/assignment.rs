@@ -255,6 +255,41 @@ mod tests {
     }
 
     #[test]
+    fn assignments_read_in_every_version_and_newer() {
+        let m = ConsumerProtocolAssignment {
+            assigned_partitions: vec![
+                AssignedTp {
+                    topic: "a".into(),
+                    partitions: vec![2, 0],
+                    ..Default::default()
+                },
+                AssignedTp {
+                    topic: "b".into(),
+                    partitions: vec![1],
+                    ..Default::default()
+                },
+            ],
+            user_data: Some(Bytes::from_static(b"u")),
+            ..Default::default()
+        };
+        for version in 0..=CONSUMER_PROTOCOL_VERSION {
+            let mut b = version.to_be_bytes().to_vec();
+            m.encode(version, &mut b).unwrap();
+            let a = Assignment::decode(&Bytes::from(b)).unwrap();
+            assert_eq!(a.partitions["a"], vec![0, 2], "v{version}");
+            assert_eq!(a.partitions["b"], vec![1]);
+            assert_eq!(a.user_data.as_deref(), Some(&b"u"[..]));
+        }
+        // A future version with fields we do not know is read as ours.
+        let mut future = 9i16.to_be_bytes().to_vec();
+        m.encode(CONSUMER_PROTOCOL_VERSION, &mut future).unwrap();
+        future.extend([1, 2, 3]);
+        assert_eq!(Assignment::decode(&Bytes::from(future)).unwrap().len(), 3);
+        assert!(Assignment::decode(&Bytes::from_static(&[0xff, 0xff])).is_err());
+        assert!(Assignment::decode(&Bytes::from_static(&[0])).is_err());
+    }
+
+    #[test]
     fn assignment_round_trip_and_empty() {
         let mut a = Assignment::default();
         a.partitions.insert("t".into(), vec![0, 2, 4]);
