@@ -33,7 +33,7 @@ fn main() -> Result<(), BoxError> {
         .bootstrap_servers(&kafka.bootstrap)
         .client_id("consume-bench")
         .build()?;
-    let values = values(records, value_size);
+    let values = support::sample_values(records, value_size);
     let bytes: usize = values.iter().map(Bytes::len).sum();
     println!(
         "{records} records of {value_size} bytes, {PARTITIONS} partitions, keyless; produced with \
@@ -71,26 +71,6 @@ fn unique(prefix: &str) -> String {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
     )
-}
-
-/// Values that compress about as well as typical text-ish payloads (as in `produce_bench`):
-/// letters from a 16-character alphabet chosen by a xorshift generator.
-fn values(n: usize, size: usize) -> Vec<Bytes> {
-    const ALPHABET: &[u8; 16] = b"abcdefghijklmnop";
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            (0..size)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    ALPHABET[(x & 15) as usize]
-                })
-                .collect::<Vec<u8>>()
-                .into()
-        })
-        .collect()
 }
 
 /// Sends every value and flushes; the time from the first `send` to the return of `flush`.

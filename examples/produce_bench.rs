@@ -29,7 +29,7 @@ fn main() -> Result<(), BoxError> {
         .bootstrap_servers(&kafka.bootstrap)
         .client_id("produce-bench")
         .build()?;
-    let values = values(records, value_size);
+    let values = support::sample_values(records, value_size);
     println!("{records} records of {value_size} bytes, acks=all, 3 partitions, keyless (sticky)");
     for (compression, batch_size) in [
         (Compression::None, 16 * 1024),
@@ -40,27 +40,6 @@ fn main() -> Result<(), BoxError> {
         run(&client, &values, compression, batch_size)?;
     }
     Ok(())
-}
-
-/// Values that compress about as well as typical text-ish payloads: letters from a
-/// 16-character alphabet chosen by a xorshift generator, so lz4 has work to do but no long
-/// repeats to exploit. Built before timing, as an application would have them ready.
-fn values(n: usize, size: usize) -> Vec<Bytes> {
-    const ALPHABET: &[u8; 16] = b"abcdefghijklmnop";
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            (0..size)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    ALPHABET[(x & 15) as usize]
-                })
-                .collect::<Vec<u8>>()
-                .into()
-        })
-        .collect()
 }
 
 fn run(

@@ -54,3 +54,26 @@ impl Drop for LocalKafka {
         }
     }
 }
+
+/// Values that compress about as well as typical text-ish payloads: letters from a
+/// 16-character alphabet chosen by a xorshift generator, so lz4 has work to do but no long
+/// repeats to exploit. Built before timing, as an application would have them ready.
+// Not every example that includes this module produces records.
+#[allow(dead_code)]
+pub fn sample_values(n: usize, size: usize) -> Vec<bytes::Bytes> {
+    const ALPHABET: &[u8; 16] = b"abcdefghijklmnop";
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            (0..size)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    ALPHABET[(x & 15) as usize]
+                })
+                .collect::<Vec<u8>>()
+                .into()
+        })
+        .collect()
+}
