@@ -23,7 +23,7 @@ use crate::net::Connection;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, Uuid, VersionRange};
-use crate::records::{self, DecodeLimits};
+use crate::records::{self, BatchInfo, DecodeLimits};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::hash_map::Entry;
@@ -260,16 +260,21 @@ fn partition_records(
             }
         }
     };
-    let batches = scan_batches(bytes);
+    let records::Decoded {
+        records: decoded_records,
+        next_offset,
+        batches,
+        control,
+    } = decoded;
     let skipped = if isolation == IsolationLevel::ReadCommitted {
-        aborted_batches(&batches, &decoded.control, aborted)
+        aborted_batches(&batches, &control, aborted)
     } else {
         Vec::new()
     };
     let mut batch = batches.iter().peekable();
     let mut skip = skipped.iter().peekable();
-    let mut records = Vec::with_capacity(decoded.records.len());
-    for r in decoded.records {
+    let mut records = Vec::with_capacity(decoded_records.len());
+    for r in decoded_records {
         if r.offset < from {
             continue; // the start of a batch the broker returned whole
         }
@@ -303,88 +308,8 @@ fn partition_records(
     PartitionFetch::Records {
         from,
         records,
-        next_offset: decoded.next_offset,
+        next_offset,
     }
-}
-
-/// What the header of one batch (or legacy message) says, read without decoding it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BatchInfo {
-    /// First offset.
-    pub base_offset: i64,
-    /// Last offset (the message's own offset for legacy messages).
-    pub last_offset: i64,
-    /// Partition leader epoch when the batch was written (magic 2).
-    pub leader_epoch: Option<i32>,
-    /// Producer id, -1 for none.
-    pub producer_id: i64,
-    /// Part of a transaction.
-    pub transactional: bool,
-    /// Holds control records (transaction markers).
-    pub control: bool,
-}
-
-/// Magic 2 batch header layout, as offsets from the batch start.
-const BATCH_EPOCH: usize = 12;
-const BATCH_MAGIC: usize = 16;
-const BATCH_ATTRIBUTES: usize = 21;
-const BATCH_LAST_DELTA: usize = 23;
-const BATCH_PRODUCER_ID: usize = 43;
-const BATCH_HEADER: usize = 61;
-const TRANSACTIONAL_FLAG: u16 = 0x10;
-const CONTROL_FLAG: u16 = 0x20;
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    i64::from_be_bytes(x)
-}
-
-/// Reads the headers of every complete batch in `bytes` (the records decoder has already
-/// validated them; here only the framing is trusted, and a short or odd batch ends the scan).
-pub(crate) fn scan_batches(bytes: &[u8]) -> Vec<BatchInfo> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    while bytes.len().saturating_sub(pos) > BATCH_MAGIC {
-        let base_offset = be_i64(bytes, pos);
-        let len = be_i32(bytes, pos + 8);
-        let Ok(len) = usize::try_from(len) else {
-            break;
-        };
-        let end = pos.saturating_add(12).saturating_add(len);
-        if end > bytes.len() {
-            break;
-        }
-        let magic = bytes[pos + BATCH_MAGIC];
-        if magic >= 2 && end - pos >= BATCH_HEADER {
-            let attributes =
-                u16::from_be_bytes([bytes[pos + BATCH_ATTRIBUTES], bytes[pos + BATCH_ATTRIBUTES + 1]]);
-            let epoch = be_i32(bytes, pos + BATCH_EPOCH);
-            out.push(BatchInfo {
-                base_offset,
-                last_offset: base_offset.saturating_add(i64::from(be_i32(bytes, pos + BATCH_LAST_DELTA))),
-                leader_epoch: (epoch >= 0).then_some(epoch),
-                producer_id: be_i64(bytes, pos + BATCH_PRODUCER_ID),
-                transactional: attributes & TRANSACTIONAL_FLAG != 0,
-                control: attributes & CONTROL_FLAG != 0,
-            });
-        } else {
-            out.push(BatchInfo {
-                base_offset,
-                last_offset: base_offset,
-                leader_epoch: None,
-                producer_id: -1,
-                transactional: false,
-                control: false,
-            });
-        }
-        pos = end;
-    }
-    out
 }
 
 /// The offset ranges (inclusive) of batches that belong to aborted transactions, by the rule
@@ -775,13 +700,18 @@ mod tests {
     }
 
     #[test]
-    fn batch_headers_are_scanned() {
+    fn batch_headers_come_with_the_records() {
         let bytes = concat(&[
             txn_batch(0, 7, 2, None, 4),
             txn_batch(2, 7, 1, Some(true), 4),
             batch(&["x"]),
         ]);
-        let b = scan_batches(&bytes);
+        let headers = |b: &[u8]| {
+            records::decode(&Bytes::copy_from_slice(b), &DecodeLimits::default())
+                .unwrap()
+                .batches
+        };
+        let b = headers(&bytes);
         assert_eq!(b.len(), 3);
         assert_eq!((b[0].base_offset, b[0].last_offset, b[0].producer_id), (0, 1, 7));
         assert!(b[0].transactional && !b[0].control);
@@ -791,8 +721,8 @@ mod tests {
         // assigns offsets on append).
         assert_eq!(b[2].producer_id, -1);
         // A truncated tail is ignored.
-        assert_eq!(scan_batches(&bytes[..bytes.len() - 3]).len(), 2);
-        assert!(scan_batches(&[]).is_empty());
+        assert_eq!(headers(&bytes[..bytes.len() - 3]).len(), 2);
+        assert!(headers(&[]).is_empty());
     }
 
     #[test]

@@ -10,7 +10,9 @@
 
 use super::compression::{compress, decompress};
 use super::v2::codec;
-use super::{now_ms, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError, LOG_OVERHEAD};
+use super::{
+    now_ms, BatchInfo, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError, LOG_OVERHEAD,
+};
 use bytes::Bytes;
 
 /// Bytes of a message from its CRC to its key: CRC, magic, attributes and, on magic 1, the
@@ -114,6 +116,18 @@ fn parse(msg: &Bytes) -> Result<Message, RecordsError> {
     })
 }
 
+/// Legacy messages have no producer, transaction or leader epoch.
+fn legacy_batch(base_offset: i64, last_offset: i64) -> BatchInfo {
+    BatchInfo {
+        base_offset,
+        last_offset,
+        leader_epoch: None,
+        producer_id: -1,
+        transactional: false,
+        control: false,
+    }
+}
+
 /// Decodes one legacy message (with its offset and size header) into `out`.
 pub(super) fn decode_message(
     msg: Bytes,
@@ -131,6 +145,7 @@ pub(super) fn decode_message(
             value: m.value,
             headers: Vec::new(),
         });
+        out.batches.push(legacy_batch(m.offset, m.offset));
         out.next_offset = Some(out.next_offset.map_or(next, |n| n.max(next)));
         return Ok(());
     }
@@ -184,6 +199,8 @@ pub(super) fn decode_message(
         _ => 0,
     };
     let log_append_time = m.magic == 1 && m.attributes & TIMESTAMP_TYPE_LOG_APPEND != 0;
+    let first = messages.first().map_or(m.offset, |f| base.wrapping_add(f.offset));
+    out.batches.push(legacy_batch(first, m.offset));
     out.records.reserve(messages.len());
     for inner in messages {
         out.records.push(Record {

@@ -107,15 +107,44 @@ pub struct Decoded {
     /// as the batch header says (so past control batches, and past records that compaction
     /// removed from the end of a batch). `None` when not even one batch was complete.
     pub next_offset: Option<i64>,
+    /// Every complete batch's header, in offset order (a legacy message counts as one batch).
+    pub batches: Vec<BatchInfo>,
+    /// Transaction markers (control records): `(producer_id, offset, commit)`; `commit` is
+    /// false for an abort marker.
+    pub control: Vec<(i64, i64, bool)>,
+}
+
+impl Decoded {
     /// Transactional data batches, for read_committed filtering: `(producer_id, first_offset,
     /// last_offset)`, one per batch. The records in that offset range came from that producer's
     /// transaction; they are dropped when the Fetch response lists an aborted transaction of
     /// that producer starting at or before the batch and its abort marker is not yet passed
     /// (Java's `Fetcher` logic).
-    pub transactional: Vec<(i64, i64, i64)>,
-    /// Transaction markers (control records): `(producer_id, offset, commit)`; `commit` is
-    /// false for an abort marker.
-    pub control: Vec<(i64, i64, bool)>,
+    pub fn transactional(&self) -> Vec<(i64, i64, i64)> {
+        self.batches
+            .iter()
+            .filter(|b| b.transactional && !b.control)
+            .map(|b| (b.producer_id, b.base_offset, b.last_offset))
+            .collect()
+    }
+}
+
+/// What one batch's header says; read once, while decoding, so the consumer needs no second
+/// pass over the bytes for read_committed filtering or leader epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchInfo {
+    /// First offset (of the first inner message, for a compressed legacy wrapper).
+    pub base_offset: i64,
+    /// Last offset, from the header (compaction may have removed the records at the end).
+    pub last_offset: i64,
+    /// Partition leader epoch when the batch was written (magic 2 only).
+    pub leader_epoch: Option<i32>,
+    /// Producer id, -1 for none.
+    pub producer_id: i64,
+    /// Part of a transaction.
+    pub transactional: bool,
+    /// Holds control records (transaction markers).
+    pub control: bool,
 }
 
 /// Why records could not be decoded.

@@ -127,7 +127,7 @@ fn v2_round_trips_with_every_codec() {
         let d = decode(&batch, &limits()).unwrap();
         assert_matches(&d, &sent, 0, true);
         assert_eq!(d.next_offset, Some(sent.len() as i64), "{c:?}");
-        assert!(d.transactional.is_empty() && d.control.is_empty());
+        assert!(d.transactional().is_empty() && d.control.is_empty());
     }
     assert!(encode(&[], Compression::Gzip, 2).unwrap().is_empty());
     assert_eq!(decode(&Bytes::new(), &limits()).unwrap(), Decoded::default());
@@ -284,7 +284,7 @@ fn v2_transactions_and_control_batches_are_reported_not_returned() {
     )
     .unwrap();
     assert_eq!(d.records.len(), 3);
-    assert_eq!(d.transactional, vec![(7, 10, 12)]);
+    assert_eq!(d.transactional(), vec![(7, 10, 12)]);
     assert_eq!(d.control, vec![(7, 13, true), (7, 14, false)]);
     assert_eq!(d.next_offset, Some(15));
 }

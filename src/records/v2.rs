@@ -8,7 +8,7 @@
 //! ([`super::compression`]).
 
 use super::compression::{compress, decompress};
-use super::{now_ms, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError};
+use super::{now_ms, BatchInfo, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError};
 use crate::protocol::wire::{put_varint, put_varlong};
 use crate::protocol::Decoder;
 use bytes::Bytes;
@@ -99,9 +99,15 @@ pub(super) fn decode_batch(
     let last_offset = base_offset.wrapping_add(last_offset_delta as i64);
     let next = last_offset.wrapping_add(1);
     out.next_offset = Some(out.next_offset.map_or(next, |n| n.max(next)));
-    if attributes & TRANSACTIONAL != 0 && !control {
-        out.transactional.push((producer_id, base_offset, last_offset));
-    }
+    let leader_epoch = i32::from_be_bytes(be(&batch, 12));
+    out.batches.push(BatchInfo {
+        base_offset,
+        last_offset,
+        leader_epoch: (leader_epoch >= 0).then_some(leader_epoch),
+        producer_id,
+        transactional: attributes & TRANSACTIONAL != 0,
+        control,
+    });
 
     let mut d = Decoder::new(body);
     // The count is only a hint: a hostile one cannot reserve more than the bytes could hold.
