@@ -213,49 +213,66 @@ pub(crate) fn offset_fetch_request(
 /// A committed offset with its leader epoch; `None` when nothing is committed.
 pub(crate) type Committed = Option<(i64, Option<i32>)>;
 
+/// One partition of an OffsetFetch answer: topic, partition, error code, committed offset,
+/// committed leader epoch.
+type FetchedEntry<'a> = (&'a str, i32, i16, i64, i32);
+
 /// Reads an OffsetFetch answer. `Err(code)` for a group-level error or the first
 /// partition-level one (the caller decides whether to retry).
 pub(crate) fn offset_fetch_result(
     resp: &OffsetFetchResponse,
 ) -> Result<BTreeMap<TopicPartition, Committed>, KafkaCode> {
-    let committed =
-        |offset: i64, epoch: i32| (offset >= 0).then_some((offset, (epoch >= 0).then_some(epoch)));
+    // v8+ answers per group, older versions at the top level; the partition entries are the
+    // same fields in two generated types, flattened here so they are read in one place.
+    let (group_code, entries): (i16, Vec<FetchedEntry<'_>>) = match resp.groups.first() {
+        Some(g) => (
+            g.error_code,
+            g.topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(move |p| {
+                        (
+                            t.name.as_str(),
+                            p.partition_index,
+                            p.error_code,
+                            p.committed_offset,
+                            p.committed_leader_epoch,
+                        )
+                    })
+                })
+                .collect(),
+        ),
+        None => (
+            resp.error_code,
+            resp.topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(move |p| {
+                        (
+                            t.name.as_str(),
+                            p.partition_index,
+                            p.error_code,
+                            p.committed_offset,
+                            p.committed_leader_epoch,
+                        )
+                    })
+                })
+                .collect(),
+        ),
+    };
+    let code = KafkaCode::from_code(group_code);
+    if code.is_error() {
+        return Err(code);
+    }
     let mut out = BTreeMap::new();
     let mut first_error = None;
-    if let Some(g) = resp.groups.first() {
-        let code = KafkaCode::from_code(g.error_code);
+    for (topic, partition, error, offset, epoch) in entries {
+        let code = KafkaCode::from_code(error);
         if code.is_error() {
-            return Err(code);
+            first_error.get_or_insert(code);
         }
-        for t in &g.topics {
-            for p in &t.partitions {
-                let code = KafkaCode::from_code(p.error_code);
-                if code.is_error() {
-                    first_error.get_or_insert(code);
-                }
-                out.insert(
-                    TopicPartition::new(t.name.clone(), p.partition_index),
-                    committed(p.committed_offset, p.committed_leader_epoch),
-                );
-            }
-        }
-    } else {
-        let code = KafkaCode::from_code(resp.error_code);
-        if code.is_error() {
-            return Err(code);
-        }
-        for t in &resp.topics {
-            for p in &t.partitions {
-                let code = KafkaCode::from_code(p.error_code);
-                if code.is_error() {
-                    first_error.get_or_insert(code);
-                }
-                out.insert(
-                    TopicPartition::new(t.name.clone(), p.partition_index),
-                    committed(p.committed_offset, p.committed_leader_epoch),
-                );
-            }
-        }
+        let committed = (offset >= 0).then_some((offset, (epoch >= 0).then_some(epoch)));
+        out.insert(TopicPartition::new(topic, partition), committed);
     }
     match first_error {
         Some(code) => Err(code),
