@@ -17,7 +17,41 @@ pub fn emit(messages: &[Message]) -> String {
         emit_message(&mut out, m, messages);
     }
     emit_api_keys(&mut out, messages);
+    emit_type_lists(&mut out, messages);
     out
+}
+
+/// Macros listing the generated types by role, so that code iterating over them (hostile-input
+/// tests, fuzz targets) covers a new schema without being edited.
+fn emit_type_lists(out: &mut String, messages: &[Message]) {
+    let names = |pick: &dyn Fn(&Message) -> bool| -> String {
+        messages
+            .iter()
+            .filter(|m| pick(m))
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let received = [
+        names(&|m| m.kind == Kind::Header && m.name.starts_with("Response")),
+        names(&|m| m.kind == Kind::Response),
+        names(&|m| m.kind == Kind::Data),
+    ]
+    .join(", ");
+    let requests = names(&|m| m.kind == Kind::Request);
+    for (name, what, list) in [
+        (
+            "for_each_received",
+            "every type a peer sends this client: the response header, each API's response, and the consumer protocol's structures other members send",
+            received,
+        ),
+        ("for_each_request", "every request type", requests),
+    ] {
+        let _ = writeln!(
+            out,
+            "/// Calls the macro `$callback` with {what} (test support).\n#[doc(hidden)]\n#[macro_export]\nmacro_rules! {name} {{\n    ($callback:ident) => {{ $callback!({list}); }};\n}}\n"
+        );
+    }
 }
 
 fn doc(out: &mut String, indent: &str, text: &str) {

@@ -197,30 +197,7 @@ macro_rules! responses {
     };
 }
 
-responses!(
-    ResponseHeader,
-    ApiVersionsResponse,
-    MetadataResponse,
-    FindCoordinatorResponse,
-    JoinGroupResponse,
-    SyncGroupResponse,
-    HeartbeatResponse,
-    LeaveGroupResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-    ListOffsetsResponse,
-    FetchResponse,
-    ProduceResponse,
-    CreateTopicsResponse,
-    DeleteTopicsResponse,
-    DescribeGroupsResponse,
-    ListGroupsResponse,
-    SaslHandshakeResponse,
-    SaslAuthenticateResponse,
-    ConsumerGroupHeartbeatResponse,
-    ConsumerProtocolAssignment,
-    ConsumerProtocolSubscription,
-);
+kafka_group::for_each_received!(responses);
 
 macro_rules! apis {
     ($($r:ident),* $(,)?) => {
@@ -238,27 +215,7 @@ macro_rules! apis {
     };
 }
 
-apis!(
-    ApiVersionsRequest,
-    MetadataRequest,
-    FindCoordinatorRequest,
-    JoinGroupRequest,
-    SyncGroupRequest,
-    HeartbeatRequest,
-    LeaveGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    ListOffsetsRequest,
-    FetchRequest,
-    ProduceRequest,
-    CreateTopicsRequest,
-    DeleteTopicsRequest,
-    DescribeGroupsRequest,
-    ListGroupsRequest,
-    SaslHandshakeRequest,
-    SaslAuthenticateRequest,
-    ConsumerGroupHeartbeatRequest,
-);
+kafka_group::for_each_request!(apis);
 
 /// Runs the checker a selector byte picks on the rest of the input.
 pub fn dispatch(table: &[Checker], data: &[u8]) {

@@ -17,6 +17,11 @@ pub struct MemberSubscription {
 }
 
 impl MemberSubscription {
+    /// Whether the member subscribed to `topic`.
+    fn subscribes(&self, topic: &str) -> bool {
+        self.subscription.topics.iter().any(|t| t == topic)
+    }
+
     /// The order Kafka's assignors use: static members by instance id (stable across
     /// restarts, which is what keeps a restarted static member on its partitions), then
     /// dynamic ones by member id.
@@ -73,10 +78,7 @@ impl Assignor for RangeAssignor {
         let mut out = empty_for(members);
         let order = sorted(members);
         for (topic, &count) in partitions {
-            let subs: Vec<&&MemberSubscription> = order
-                .iter()
-                .filter(|m| m.subscription.topics.iter().any(|t| t == topic))
-                .collect();
+            let subs: Vec<&&MemberSubscription> = order.iter().filter(|m| m.subscribes(topic)).collect();
             if subs.is_empty() || count <= 0 {
                 continue;
             }
@@ -125,7 +127,7 @@ impl Assignor for RoundRobinAssignor {
                 // Find the next member (cyclically) subscribed to this topic.
                 for step in 0..order.len() {
                     let m = order[(next + step) % order.len()];
-                    if m.subscription.topics.iter().any(|t| t == topic) {
+                    if m.subscribes(topic) {
                         out.entry(m.member_id.clone())
                             .or_default()
                             .partitions

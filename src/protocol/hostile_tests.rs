@@ -32,31 +32,7 @@ macro_rules! responses {
     };
 }
 
-responses!(
-    ResponseHeader,
-    ApiVersionsResponse,
-    MetadataResponse,
-    FindCoordinatorResponse,
-    JoinGroupResponse,
-    SyncGroupResponse,
-    HeartbeatResponse,
-    LeaveGroupResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-    ListOffsetsResponse,
-    FetchResponse,
-    ProduceResponse,
-    CreateTopicsResponse,
-    DeleteTopicsResponse,
-    DescribeGroupsResponse,
-    ListGroupsResponse,
-    SaslHandshakeResponse,
-    SaslAuthenticateResponse,
-    ConsumerGroupHeartbeatResponse,
-    // Not responses, but they arrive inside SyncGroup/JoinGroup from other members.
-    ConsumerProtocolAssignment,
-    ConsumerProtocolSubscription,
-);
+for_each_received!(responses);
 
 fn versions<M: Message>() -> std::ops::RangeInclusive<i16> {
     M::VERSIONS.min..=M::VERSIONS.max

@@ -7,6 +7,8 @@
 //! `group_instance_id` on JoinGroup v4 into [`EncodeError::UnsupportedField`] instead of a
 //! silently dynamic member.
 
+// `#[macro_use]`: the generated `for_each_*` type lists are used by the tests declared below.
+#[macro_use]
 pub mod messages;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
