@@ -477,8 +477,9 @@ impl Client {
         let mut merged = (**cache).clone();
         merged.cluster_id = fresh.cluster_id;
         merged.controller_id = fresh.controller_id;
-        // Coordinators learnt from FindCoordinator may be missing from a partial metadata
-        // answer; keep them unless the broker list now says otherwise.
+        // The broker list is always whole in a Metadata answer, so it replaces the cached one:
+        // dead brokers drop out. A coordinator learnt from FindCoordinator is re-added by the
+        // next lookup if it is missing.
         merged.brokers = fresh.brokers;
         if topics.is_none() {
             merged.topics = fresh.topics;
