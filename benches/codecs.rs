@@ -6,176 +6,27 @@
 //! checks that kafka-protocol re-encodes it byte for byte and that we decode it back to the
 //! same value. Encoding goes into one reused buffer, cleared inside the timed loop, for both
 //! libraries; decoding starts from a `Bytes` of the frame, as a connection would hand it over.
+//! Our encode is measured twice: into `Segments` (`ours`, the connection's path, which keeps large
+//! `bytes`/`records` values by reference) and into a `Vec<u8>` (`ours-contiguous`, copying).
 //!
 //! Run with `cargo bench --bench codecs`, then `scripts/bench-ratios` for the ours/theirs table.
-//! Results land in `target/criterion/<case>-<encode|decode>/<ours|kafka-protocol>/`.
+//! Results land in `target/criterion/<case>-<encode|decode>/<ours|kafka-protocol>/`. The cases are
+//! built in `cases/mod.rs`; `codec_ratios` times the same ones interleaved, for steadier ratios on
+//! a busy machine.
+
+mod cases;
 
 use bytes::Bytes;
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use kafka_group::protocol::messages::{
-    fetch_response, join_group_request, join_group_response, metadata_response, FetchResponse,
-    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, MetadataResponse,
+use cases::{
+    fetch_response, heartbeat_request, heartbeat_response, join_group_request, join_group_response,
+    metadata_response,
 };
-use kafka_group::protocol::{Decoder, Message, Uuid};
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use kafka_group::protocol::{Decoder, Message, Segments};
 use kafka_protocol::messages as kp;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::fmt::Debug;
 use std::time::Duration;
-
-/// Deterministic filler so that payloads are not all zeroes (which no library treats specially,
-/// but which would make a corrupted copy harder to spot in a failed assertion).
-fn payload(len: usize, seed: u8) -> Bytes {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn uuid(i: u32) -> Uuid {
-    let mut u = [0u8; 16];
-    u[..4].copy_from_slice(&i.to_be_bytes());
-    u[8..12].copy_from_slice(&(!i).to_be_bytes());
-    Uuid(u)
-}
-
-/// A static member's JoinGroup: two assignors, each with 1 KiB of subscription metadata (a
-/// request carries the joining member's protocols, not the group's members).
-fn join_group_request() -> JoinGroupRequest {
-    JoinGroupRequest {
-        group_id: "payments-settlement-consumers".into(),
-        session_timeout_ms: 45_000,
-        rebalance_timeout_ms: 300_000,
-        member_id: "worker-17-3f6a2c1e-8b7d-4e0a-9c55-0d1e2f3a4b5c".into(),
-        group_instance_id: Some("worker-17".into()),
-        protocol_type: "consumer".into(),
-        protocols: ["range", "cooperative-sticky"]
-            .iter()
-            .enumerate()
-            .map(|(i, name)| join_group_request::JoinGroupRequestProtocol {
-                name: (*name).into(),
-                metadata: payload(1024, i as u8),
-                ..Default::default()
-            })
-            .collect(),
-        reason: Some("rebalance failed due to MemberIdRequiredException".into()),
-        ..Default::default()
-    }
-}
-
-/// What the leader gets: 100 static members, each with 1 KiB of subscription metadata.
-fn join_group_response() -> JoinGroupResponse {
-    JoinGroupResponse {
-        throttle_time_ms: 0,
-        error_code: 0,
-        generation_id: 42,
-        protocol_type: Some("consumer".into()),
-        protocol_name: Some("cooperative-sticky".into()),
-        leader: "worker-0-3f6a2c1e-8b7d-4e0a-9c55-0d1e2f3a4b5c".into(),
-        skip_assignment: false,
-        member_id: "worker-0-3f6a2c1e-8b7d-4e0a-9c55-0d1e2f3a4b5c".into(),
-        members: (0..100)
-            .map(|i| join_group_response::JoinGroupResponseMember {
-                member_id: format!("worker-{i}-3f6a2c1e-8b7d-4e0a-9c55-0d1e2f3a4b5c"),
-                group_instance_id: Some(format!("worker-{i}")),
-                metadata: payload(1024, i as u8),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-fn heartbeat_request() -> HeartbeatRequest {
-    HeartbeatRequest {
-        group_id: "payments-settlement-consumers".into(),
-        generation_id: 42,
-        member_id: "worker-17-3f6a2c1e-8b7d-4e0a-9c55-0d1e2f3a4b5c".into(),
-        group_instance_id: Some("worker-17".into()),
-        ..Default::default()
-    }
-}
-
-fn heartbeat_response() -> HeartbeatResponse {
-    HeartbeatResponse {
-        throttle_time_ms: 0,
-        error_code: 0,
-        ..Default::default()
-    }
-}
-
-/// 3 brokers, 100 topics of 10 partitions, each with 3 replicas all in sync.
-fn metadata_response() -> MetadataResponse {
-    MetadataResponse {
-        throttle_time_ms: 0,
-        brokers: (0..3)
-            .map(|i| metadata_response::MetadataResponseBroker {
-                node_id: i,
-                host: format!("kafka-{i}.kafka-headless.streaming.svc.cluster.local"),
-                port: 9092,
-                rack: Some(format!("eu-west-1{}", (b'a' + i as u8) as char)),
-                ..Default::default()
-            })
-            .collect(),
-        cluster_id: Some("Q2xvc2VkIGZvciBiZW5jaG1h".into()),
-        controller_id: 1,
-        topics: (0..100)
-            .map(|t| metadata_response::MetadataResponseTopic {
-                error_code: 0,
-                name: Some(format!("orders.events.v2.partition-group-{t}")),
-                topic_id: uuid(t as u32),
-                is_internal: false,
-                partitions: (0..10)
-                    .map(|p| {
-                        let replicas: Vec<i32> = (0..3).map(|r| (p + r) % 3).collect();
-                        metadata_response::MetadataResponsePartition {
-                            error_code: 0,
-                            partition_index: p,
-                            leader_id: replicas[0],
-                            leader_epoch: 7,
-                            isr_nodes: replicas.clone(),
-                            replica_nodes: replicas,
-                            offline_replicas: Vec::new(),
-                            ..Default::default()
-                        }
-                    })
-                    .collect(),
-                topic_authorized_operations: i32::MIN,
-                ..Default::default()
-            })
-            .collect(),
-        cluster_authorized_operations: i32::MIN,
-        ..Default::default()
-    }
-}
-
-/// 1 MiB of records: 4 topics × 4 partitions × 64 KiB each. The record bytes are opaque to both
-/// codecs (a `records` field is a length-prefixed blob), so filler stands in for real batches.
-fn fetch_response() -> FetchResponse {
-    FetchResponse {
-        throttle_time_ms: 0,
-        error_code: 0,
-        session_id: 1_234_567,
-        responses: (0..4)
-            .map(|t| fetch_response::FetchableTopicResponse {
-                topic: format!("orders.events.v2.partition-group-{t}"),
-                partitions: (0..4)
-                    .map(|p| fetch_response::PartitionData {
-                        partition_index: p,
-                        error_code: 0,
-                        high_watermark: 10_000_000 + p as i64,
-                        last_stable_offset: 10_000_000 + p as i64,
-                        log_start_offset: 1_000,
-                        aborted_transactions: Some(Vec::new()),
-                        preferred_read_replica: -1,
-                        records: Some(payload(64 * 1024, (t * 4 + p) as u8)),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
 
 /// Benchmarks encode and decode of `ours` in `version` against kafka-protocol's `T`.
 fn case<M, T>(c: &mut Criterion, name: &str, version: i16, ours: M)
@@ -200,7 +51,18 @@ where
     // Both start from a buffer that has already grown to the message's size, as a connection's
     // reused write buffer would have; the clear is part of what is timed.
     let mut buf = Vec::with_capacity(frame.len());
+    // `ours` is what a connection does: encode into `Segments`, which keeps `bytes`/`records`
+    // values of 256 bytes or more by reference and hands them to one vectored write.
+    let mut segments = Segments::with_capacity(frame.len());
     group.bench_function("ours", |b| {
+        b.iter(|| {
+            segments.clear();
+            black_box(&ours).encode(version, &mut segments).expect("encode");
+            black_box(&segments);
+        })
+    });
+    // The same encoder into one contiguous `Vec<u8>`, copying everything as kafka-protocol does.
+    group.bench_function("ours-contiguous", |b| {
         b.iter(|| {
             buf.clear();
             black_box(&ours).encode(version, &mut buf).expect("encode");

@@ -78,9 +78,9 @@ fn run(
         conn.version(ApiKey::Heartbeat)?
     );
     let hb = HeartbeatRequest {
-        group_id: group.clone(),
+        group_id: group.clone().into(),
         generation_id: generation,
-        member_id,
+        member_id: member_id.into(),
         ..Default::default()
     };
     let mut samples = Vec::with_capacity(heartbeats);
@@ -108,7 +108,7 @@ fn join(
             group_id: group.into(),
             session_timeout_ms: 30_000,
             rebalance_timeout_ms: 30_000,
-            member_id: member_id.clone(),
+            member_id: member_id.clone().into(),
             protocol_type: "consumer".into(),
             protocols: vec![JoinGroupRequestProtocol {
                 name: "range".into(),
@@ -118,7 +118,7 @@ fn join(
         };
         let r = conn.send(&req)?;
         match KafkaCode::from_code(r.error_code) {
-            KafkaCode::MemberIdRequired => member_id = r.member_id,
+            KafkaCode::MemberIdRequired => member_id = r.member_id.into(),
             KafkaCode::None => {
                 let sync = SyncGroupRequest {
                     group_id: group.into(),
@@ -142,7 +142,7 @@ fn join(
                 if s.error_code != 0 {
                     return Err(format!("sync error {}", KafkaCode::from_code(s.error_code)).into());
                 }
-                return Ok((r.generation_id, r.member_id));
+                return Ok((r.generation_id, r.member_id.into()));
             }
             // A fresh broker is still creating __consumer_offsets: wait, as a member would.
             KafkaCode::CoordinatorLoadInProgress

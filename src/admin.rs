@@ -20,7 +20,7 @@ use crate::protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
     DescribeGroupsResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, MetadataResponse,
 };
-use crate::protocol::{ApiKey, Request};
+use crate::protocol::{ApiKey, KafkaStr, Request};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -228,7 +228,13 @@ impl Admin {
                 Ok(resp
                     .topics
                     .into_iter()
-                    .map(|t| (Some(t.name), KafkaCode::from_code(t.error_code), t.error_message))
+                    .map(|t| {
+                        (
+                            Some(t.name.into()),
+                            KafkaCode::from_code(t.error_code),
+                            t.error_message.map(Into::into),
+                        )
+                    })
                     .collect())
             },
         )?;
@@ -269,7 +275,13 @@ impl Admin {
                 Ok(resp
                     .results
                     .into_iter()
-                    .map(|r| (Some(r.name), KafkaCode::from_code(r.error_code), r.error_message))
+                    .map(|r| {
+                        (
+                            Some(r.name.into()),
+                            KafkaCode::from_code(r.error_code),
+                            r.error_message.map(Into::into),
+                        )
+                    })
                     .collect())
             },
         )?;
@@ -303,7 +315,13 @@ impl Admin {
                 Ok(resp
                     .responses
                     .into_iter()
-                    .map(|t| (t.name, KafkaCode::from_code(t.error_code), t.error_message))
+                    .map(|t| {
+                        (
+                            t.name.map(Into::into),
+                            KafkaCode::from_code(t.error_code),
+                            t.error_message.map(Into::into),
+                        )
+                    })
                     .collect())
             },
         )?;
@@ -339,9 +357,9 @@ impl Admin {
                 groups.insert(
                     g.group_id.clone(),
                     ListedGroup {
-                        group_id: g.group_id,
-                        protocol_type: g.protocol_type,
-                        state,
+                        group_id: g.group_id.into(),
+                        protocol_type: g.protocol_type.into(),
+                        state: state.map(Into::into),
                     },
                 );
             }
@@ -776,15 +794,15 @@ fn create_topics_request(topics: &[&NewTopic], timeout_ms: i32) -> CreateTopicsR
         topics: topics
             .iter()
             .map(|t| CreatableTopic {
-                name: t.name.clone(),
+                name: t.name.clone().into(),
                 num_partitions: t.partitions,
                 replication_factor: t.replication_factor,
                 configs: t
                     .configs
                     .iter()
                     .map(|(name, value)| CreatableTopicConfig {
-                        name: name.clone(),
-                        value: Some(value.clone()),
+                        name: name.clone().into(),
+                        value: Some(value.into()),
                         ..Default::default()
                     })
                     .collect(),
@@ -803,7 +821,7 @@ fn create_partitions_request(topics: &[(&str, i32)], timeout_ms: i32) -> CreateP
         topics: topics
             .iter()
             .map(|&(name, count)| CreatePartitionsTopic {
-                name: name.to_string(),
+                name: name.to_string().into(),
                 count,
                 // Null: let the controller place the new replicas.
                 assignments: None,
@@ -821,7 +839,7 @@ fn delete_topics_request(names: &[&str], timeout_ms: i32, version: i16) -> Delet
             topics: names
                 .iter()
                 .map(|n| DeleteTopicState {
-                    name: Some(n.to_string()),
+                    name: Some((*n).into()),
                     ..Default::default()
                 })
                 .collect(),
@@ -830,7 +848,7 @@ fn delete_topics_request(names: &[&str], timeout_ms: i32, version: i16) -> Delet
         }
     } else {
         DeleteTopicsRequest {
-            topic_names: names.iter().map(|n| n.to_string()).collect(),
+            topic_names: names.iter().map(|n| (*n).into()).collect(),
             timeout_ms,
             ..Default::default()
         }
@@ -841,7 +859,7 @@ fn delete_topics_request(names: &[&str], timeout_ms: i32, version: i16) -> Delet
 /// nothing).
 fn describe_groups_request(group: &str) -> DescribeGroupsRequest {
     DescribeGroupsRequest {
-        groups: vec![group.to_string()],
+        groups: vec![group.into()],
         ..Default::default()
     }
 }
@@ -851,15 +869,15 @@ fn describe_groups_request(group: &str) -> DescribeGroupsRequest {
 /// request without the members.
 fn leave_group_request(group: &str, instance_ids: &[&str]) -> LeaveGroupRequest {
     LeaveGroupRequest {
-        group_id: group.to_string(),
+        group_id: group.to_string().into(),
         members: instance_ids
             .iter()
             .map(|id| MemberIdentity {
                 // An empty member id with an instance id means "whichever member holds it".
-                member_id: String::new(),
-                group_instance_id: Some(id.to_string()),
+                member_id: String::new().into(),
+                group_instance_id: Some((*id).into()),
                 // Ignorable: v3 and v4 drop it.
-                reason: Some(REMOVE_REASON.to_string()),
+                reason: Some(KafkaStr::from_static(REMOVE_REASON)),
                 ..Default::default()
             })
             .collect(),
@@ -881,7 +899,7 @@ fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupD
         // Kafka 4.0+ may say so outright (KIP-1043) where older coordinators describe an
         // unknown group as `Dead`; callers get the same answer from both.
         return Ok(GroupDescription {
-            group_id: g.group_id,
+            group_id: g.group_id.into(),
             state: "Dead".into(),
             protocol_type: String::new(),
             protocol: String::new(),
@@ -914,10 +932,10 @@ fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupD
                 None
             };
             MemberDescription {
-                member_id: m.member_id,
-                group_instance_id: m.group_instance_id,
-                client_id: m.client_id,
-                client_host: m.client_host,
+                member_id: m.member_id.into(),
+                group_instance_id: m.group_instance_id.map(Into::into),
+                client_id: m.client_id.into(),
+                client_host: m.client_host.into(),
                 metadata: m.member_metadata,
                 assignment: m.member_assignment,
                 decoded_assignment,
@@ -925,10 +943,10 @@ fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupD
         })
         .collect();
     Ok(GroupDescription {
-        group_id: g.group_id,
-        state: g.group_state,
-        protocol_type: g.protocol_type,
-        protocol: g.protocol_data,
+        group_id: g.group_id.into(),
+        state: g.group_state.into(),
+        protocol_type: g.protocol_type.into(),
+        protocol: g.protocol_data.into(),
         members,
     })
 }
@@ -1162,7 +1180,7 @@ mod tests {
         let a = ConsumerProtocolAssignment {
             assigned_partitions: vec![consumer_protocol_assignment::TopicPartition {
                 topic: "t".into(),
-                partitions: vec![3],
+                partitions: vec![3].into(),
                 ..Default::default()
             }],
             ..Default::default()

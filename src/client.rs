@@ -561,7 +561,7 @@ pub(crate) fn metadata_request(topics: Option<&[&str]>, version: i16) -> Metadat
     let list = topics.map(|ts| {
         ts.iter()
             .map(|t| MetadataRequestTopic {
-                name: Some((*t).to_string()),
+                name: Some((*t).into()),
                 ..Default::default()
             })
             .collect()
@@ -588,9 +588,9 @@ fn metadata_from(r: MetadataResponse) -> Metadata {
                 b.node_id,
                 Broker {
                     id: b.node_id,
-                    host: b.host,
+                    host: b.host.into(),
                     port: b.port as u16,
-                    rack: b.rack,
+                    rack: b.rack.map(Into::into),
                 },
             )
         })
@@ -599,7 +599,7 @@ fn metadata_from(r: MetadataResponse) -> Metadata {
         .topics
         .into_iter()
         .filter_map(|t| {
-            let name = t.name?;
+            let name: String = t.name?.into();
             let mut partitions: Vec<PartitionMetadata> = t
                 .partitions
                 .into_iter()
@@ -607,8 +607,8 @@ fn metadata_from(r: MetadataResponse) -> Metadata {
                     partition: p.partition_index,
                     leader: p.leader_id,
                     leader_epoch: p.leader_epoch,
-                    replicas: p.replica_nodes,
-                    isr: p.isr_nodes,
+                    replicas: p.replica_nodes.into(),
+                    isr: p.isr_nodes.into(),
                     error: KafkaCode::from_code(p.error_code),
                 })
                 .collect();
@@ -626,7 +626,7 @@ fn metadata_from(r: MetadataResponse) -> Metadata {
         })
         .collect();
     Metadata {
-        cluster_id: r.cluster_id,
+        cluster_id: r.cluster_id.map(Into::into),
         controller_id: r.controller_id,
         brokers,
         topics,
@@ -637,12 +637,12 @@ fn metadata_from(r: MetadataResponse) -> Metadata {
 pub(crate) fn find_coordinator_request(group: &str, version: i16) -> FindCoordinatorRequest {
     if version >= 4 {
         FindCoordinatorRequest {
-            coordinator_keys: vec![group.to_string()],
+            coordinator_keys: vec![group.into()],
             ..Default::default()
         }
     } else {
         FindCoordinatorRequest {
-            key: group.to_string(),
+            key: group.to_string().into(),
             ..Default::default()
         }
     }
@@ -658,14 +658,14 @@ fn coordinator_from(group: &str, r: FindCoordinatorResponse) -> Result<Broker> {
         return Err(Error::Kafka {
             api: ApiKey::FindCoordinator,
             code,
-            message,
+            message: message.map(Into::into),
         });
     }
     let port =
         u16::try_from(port).map_err(|_| Error::NoBroker(format!("coordinator port {port} is invalid")))?;
     Ok(Broker {
         id,
-        host,
+        host: host.into(),
         port,
         rack: None,
     })

@@ -761,7 +761,7 @@ fn produce_request(acks: Acks, timeout_ms: i32, batches: &[(TopicPartition, Byte
         match topic_data.iter_mut().find(|t| t.name == tp.topic) {
             Some(t) => t.partition_data.push(partition),
             None => topic_data.push(TopicProduceData {
-                name: tp.topic.clone(),
+                name: tp.topic.clone().into(),
                 partition_data: vec![partition],
                 ..Default::default()
             }),
@@ -861,13 +861,17 @@ fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<Outcome> {
                 let why = first.batch_index_error_message.as_deref().unwrap_or("rejected");
                 let extra = format!("record {} of the batch: {why}", first.batch_index);
                 message = Some(match message {
-                    Some(m) if !m.is_empty() => format!("{m} ({extra})"),
-                    _ => extra,
+                    Some(m) if !m.is_empty() => format!("{m} ({extra})").into(),
+                    _ => extra.into(),
                 });
             }
             answers.insert(
                 (t.name.as_str(), p.index),
-                (KafkaCode::from_code(p.error_code), p.base_offset, message),
+                (
+                    KafkaCode::from_code(p.error_code),
+                    p.base_offset,
+                    message.map(Into::into),
+                ),
             );
         }
     }

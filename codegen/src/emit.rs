@@ -182,10 +182,12 @@ fn rust_type(t: &Type) -> String {
         Type::Uint32 => "u32".into(),
         Type::Int64 => "i64".into(),
         Type::Float64 => "f64".into(),
-        Type::String => "String".into(),
+        Type::String => "KafkaStr".into(),
         Type::Bytes | Type::Records => "Bytes".into(),
         Type::Uuid => "Uuid".into(),
         Type::Struct(n) => n.clone(),
+        // Broker and partition id lists: short, so kept inline instead of one allocation each.
+        Type::Array(e) if **e == Type::Int32 => "Int32List".into(),
         Type::Array(e) => format!("Vec<{}>", rust_type(e)),
     }
 }
@@ -202,10 +204,11 @@ fn zero_expr(t: &Type) -> String {
     match t {
         Type::Bool => "false".into(),
         Type::Float64 => "0.0".into(),
-        Type::String => "String::new()".into(),
+        Type::String => "KafkaStr::new()".into(),
         Type::Bytes | Type::Records => "Bytes::new()".into(),
         Type::Uuid => "Uuid::NIL".into(),
         Type::Struct(n) => format!("{n}::default()"),
+        Type::Array(e) if **e == Type::Int32 => "Int32List::new()".into(),
         Type::Array(_) => "Vec::new()".into(),
         _ => "0".into(),
     }
@@ -218,7 +221,7 @@ fn default_expr(f: &Field) -> String {
         Def::Int(v) => v.to_string(),
         Def::Bool(b) => b.to_string(),
         Def::Float(v) => format!("{v:?}"),
-        Def::Str(s) => format!("String::from({s:?})"),
+        Def::Str(s) => format!("KafkaStr::from_static({s:?})"),
     };
     if f.is_option() {
         format!("Some({value})")
@@ -259,7 +262,7 @@ fn encode_value(t: &Type, val: &str, compact: &str, buf: &str) -> String {
         Type::Float64 => format!("put_f64({buf}, *{val});"),
         Type::Uuid => format!("put_uuid({buf}, {val});"),
         Type::String => format!("put_string({buf}, {val}, {compact})?;"),
-        Type::Bytes | Type::Records => format!("put_bytes({buf}, {val}, {compact})?;"),
+        Type::Bytes | Type::Records => format!("put_shared_bytes({buf}, {val}, {compact})?;"),
         Type::Struct(_) => format!("Message::encode({val}, version, {buf})?;"),
         Type::Array(e) => format!(
             "put_array_len({buf}, ({val}).len(), {compact})?; for e in ({val}).iter() {{ {} }}",
@@ -313,7 +316,7 @@ fn uses_flexible(m: &Message, s: &Struct) -> bool {
 fn emit_encode(out: &mut String, m: &Message, s: &Struct, top: bool) {
     let _ = writeln!(
         out,
-        "        fn encode(&self, version: i16, buf: &mut Vec<u8>) -> Result<(), EncodeError> {{"
+        "        fn encode<B: WireWrite + ?Sized>(&self, version: i16, buf: &mut B) -> Result<(), EncodeError> {{"
     );
     if top {
         let _ = writeln!(
@@ -462,6 +465,9 @@ fn fixed_width(t: &Type) -> Option<(usize, &'static str)> {
 }
 
 fn array_body(elem: &Type, compact: &str, d: &str, len: &str) -> String {
+    if *elem == Type::Int32 {
+        return format!("{{ let n = {len}; {d}.get_int32_list(n)? }}");
+    }
     if let Some((width, from_be)) = fixed_width(elem) {
         return format!(
             "{{ let n = {len}; {d}.get_fixed_array::<{}, {width}>(n, {from_be})? }}",
@@ -501,7 +507,9 @@ fn decode_field(m: &Message, s: &Struct, f: &Field, d: &str) -> String {
 fn emit_decode(out: &mut String, m: &Message, s: &Struct, top: bool) {
     let _ = writeln!(
         out,
-        "        fn decode(d: &mut Decoder, version: i16) -> Result<Self, DecodeError> {{"
+        // `#[inline]` lets the caller's crate inline a small message's decode as it can the
+        // (generic) encode; LLVM still declines for the big ones.
+        "        #[inline]\n        fn decode(d: &mut Decoder, version: i16) -> Result<Self, DecodeError> {{"
     );
     if top {
         let _ = writeln!(
@@ -631,7 +639,7 @@ fn sample_value(t: &Type) -> String {
         Type::Int64 => "g.i64()".into(),
         Type::Float64 => "g.f64()".into(),
         Type::Uuid => "g.uuid()".into(),
-        Type::String => "g.string()".into(),
+        Type::String => "g.string().into()".into(),
         Type::Bytes | Type::Records => "g.bytes()".into(),
         Type::Struct(n) => format!("<{n} as Sample>::sample(g, version)"),
         Type::Array(e) => format!("(0..g.array_len()).map(|_| {}).collect()", sample_value(e)),

@@ -289,7 +289,7 @@ fn read_back(d: &mut Decoder, v: &Value) {
         Value::Uvarlong(n) => assert_eq!(d.get_uvarlong(), Ok(*n)),
         Value::Varint(n) => assert_eq!(d.get_varint(), Ok(*n)),
         Value::Varlong(n) => assert_eq!(d.get_varlong(), Ok(*n)),
-        Value::String(s, compact) => assert_eq!(d.get_nullable_string(*compact), Ok(Some(s.clone()))),
+        Value::String(s, compact) => assert_eq!(d.get_nullable_string(*compact), Ok(Some(s.as_str().into()))),
         Value::NullString(compact) => assert_eq!(d.get_nullable_string(*compact), Ok(None)),
         Value::Bytes(b, compact) => {
             assert_eq!(d.get_nullable_bytes(*compact), Ok(Some(Bytes::from(b.clone()))))

@@ -115,7 +115,7 @@ pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSett
         if version > LAST_VERSION_WITH_NAMES {
             topic.topic_id = t.topic_id;
         } else {
-            topic.topic = t.tp.topic.clone();
+            topic.topic = t.tp.topic.clone().into();
         }
         topics.push(topic);
     }
@@ -204,7 +204,7 @@ pub(crate) fn read_fetch_response(
                 None => continue, // not a topic we asked for
             }
         } else {
-            topic.topic
+            topic.topic.into()
         };
         for p in topic.partitions {
             let tp = TopicPartition::new(name.clone(), p.partition_index);

@@ -24,6 +24,7 @@ use crate::protocol::messages::{
     ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
     OffsetFetchResponse,
 };
+use crate::protocol::KafkaStr;
 use crate::KafkaCode;
 use std::collections::BTreeMap;
 
@@ -51,14 +52,14 @@ pub(crate) fn offset_commit_request(
     let topics = by_topic(offsets)
         .into_iter()
         .map(|(name, parts)| OffsetCommitRequestTopic {
-            name: name.to_string(),
+            name: name.to_string().into(),
             partitions: parts
                 .into_iter()
                 .map(|(partition, (offset, epoch))| OffsetCommitRequestPartition {
                     partition_index: partition,
                     committed_offset: offset,
                     committed_leader_epoch: if version >= 6 { epoch.unwrap_or(-1) } else { -1 },
-                    committed_metadata: Some(String::new()),
+                    committed_metadata: Some(KafkaStr::new()),
                     ..Default::default()
                 })
                 .collect(),
@@ -66,10 +67,12 @@ pub(crate) fn offset_commit_request(
         })
         .collect();
     OffsetCommitRequest {
-        group_id: group.to_string(),
+        group_id: group.to_string().into(),
         generation_id_or_member_epoch: generation.map_or(-1, |g| g.id),
-        member_id: generation.map(|g| g.member_id.clone()).unwrap_or_default(),
-        group_instance_id: instance_id.filter(|_| version >= 7).map(String::from),
+        member_id: generation
+            .map(|g| g.member_id.as_str().into())
+            .unwrap_or_default(),
+        group_instance_id: instance_id.filter(|_| version >= 7).map(KafkaStr::from),
         topics,
         ..Default::default()
     }
@@ -175,12 +178,12 @@ pub(crate) fn offset_fetch_request(
     if version >= 8 {
         OffsetFetchRequest {
             groups: vec![OffsetFetchRequestGroup {
-                group_id: group.to_string(),
+                group_id: group.to_string().into(),
                 topics: Some(
                     topics
                         .into_iter()
                         .map(|(name, ps)| OffsetFetchRequestTopics {
-                            name: name.to_string(),
+                            name: name.to_string().into(),
                             partition_indexes: ps.into_iter().map(|(p, ())| p).collect(),
                             ..Default::default()
                         })
@@ -193,12 +196,12 @@ pub(crate) fn offset_fetch_request(
         }
     } else {
         OffsetFetchRequest {
-            group_id: group.to_string(),
+            group_id: group.to_string().into(),
             topics: Some(
                 topics
                     .into_iter()
                     .map(|(name, ps)| OffsetFetchRequestTopic {
-                        name: name.to_string(),
+                        name: name.to_string().into(),
                         partition_indexes: ps.into_iter().map(|(p, ())| p).collect(),
                         ..Default::default()
                     })
@@ -293,7 +296,7 @@ pub(crate) fn list_offsets_request(
         topics: by_topic(targets)
             .into_iter()
             .map(|(name, parts)| ListOffsetsTopic {
-                name: name.to_string(),
+                name: name.to_string().into(),
                 partitions: parts
                     .into_iter()
                     .map(|(partition, (timestamp, epoch))| ListOffsetsPartition {
@@ -404,7 +407,7 @@ mod tests {
         for (t, p, c) in codes {
             if topics.last().map(|x| x.name.as_str()) != Some(*t) {
                 topics.push(OffsetCommitResponseTopic {
-                    name: t.to_string(),
+                    name: t.to_string().into(),
                     ..Default::default()
                 });
             }

@@ -5,7 +5,7 @@
 use crate::protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTp;
 use crate::protocol::messages::consumer_protocol_subscription::TopicPartition as OwnedTp;
 use crate::protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription};
-use crate::protocol::{DecodeError, Decoder, Message};
+use crate::protocol::{DecodeError, Decoder, KafkaStr, Message};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -124,18 +124,18 @@ impl Subscription {
             owned.entry(&tp.topic).or_default().push(tp.partition);
         }
         let m = ConsumerProtocolSubscription {
-            topics: self.topics.clone(),
+            topics: self.topics.iter().map(KafkaStr::from).collect(),
             user_data: self.user_data.clone(),
             owned_partitions: owned
                 .into_iter()
                 .map(|(t, p)| OwnedTp {
-                    topic: t.to_string(),
-                    partitions: p,
+                    topic: t.into(),
+                    partitions: p.into(),
                     ..Default::default()
                 })
                 .collect(),
             generation_id: -1,
-            rack_id: self.rack_id.clone(),
+            rack_id: self.rack_id.clone().map(Into::into),
             ..Default::default()
         };
         framed(&m, CONSUMER_PROTOCOL_VERSION)
@@ -146,7 +146,7 @@ impl Subscription {
         let (mut d, version) = unframe(bytes)?;
         let m = ConsumerProtocolSubscription::decode(&mut d, version)?;
         Ok(Subscription {
-            topics: m.topics,
+            topics: m.topics.into_iter().map(String::from).collect(),
             user_data: m.user_data,
             owned: m
                 .owned_partitions
@@ -157,7 +157,7 @@ impl Subscription {
                         .map(move |p| TopicPartition::new(tp.topic.clone(), p))
                 })
                 .collect(),
-            rack_id: m.rack_id,
+            rack_id: m.rack_id.map(Into::into),
         })
     }
 }
@@ -170,8 +170,8 @@ impl Assignment {
                 .partitions
                 .iter()
                 .map(|(t, ps)| AssignedTp {
-                    topic: t.clone(),
-                    partitions: ps.clone(),
+                    topic: t.clone().into(),
+                    partitions: ps.clone().into(),
                     ..Default::default()
                 })
                 .collect(),
@@ -191,7 +191,10 @@ impl Assignment {
         let m = ConsumerProtocolAssignment::decode(&mut d, version)?;
         let mut partitions: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         for tp in m.assigned_partitions {
-            partitions.entry(tp.topic).or_default().extend(tp.partitions);
+            partitions
+                .entry(tp.topic.into())
+                .or_default()
+                .extend(tp.partitions);
         }
         for ps in partitions.values_mut() {
             ps.sort_unstable();
@@ -260,12 +263,12 @@ mod tests {
             assigned_partitions: vec![
                 AssignedTp {
                     topic: "a".into(),
-                    partitions: vec![2, 0],
+                    partitions: vec![2, 0].into(),
                     ..Default::default()
                 },
                 AssignedTp {
                     topic: "b".into(),
-                    partitions: vec![1],
+                    partitions: vec![1].into(),
                     ..Default::default()
                 },
             ],

@@ -322,10 +322,10 @@ impl Worker {
         }
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
         let req = HeartbeatRequest {
-            group_id: group.to_string(),
+            group_id: group.to_string().into(),
             generation_id: a.generation.id,
-            member_id: a.generation.member_id.clone(),
-            group_instance_id: a.instance_id.clone(),
+            member_id: a.generation.member_id.clone().into(),
+            group_instance_id: a.instance_id.clone().map(Into::into),
             ..Default::default()
         };
         let version = conn.version(crate::protocol::ApiKey::Heartbeat)?;

@@ -397,7 +397,7 @@ impl GroupMember {
                     self.ctx(),
                     resp.member_id
                 );
-                self.state.set_member_id(resp.member_id);
+                self.state.set_member_id(resp.member_id.into());
                 self.metrics.member_id_required();
                 continue;
             }
@@ -407,8 +407,8 @@ impl GroupMember {
             let join_time = started.elapsed();
             let generation = Generation {
                 id: resp.generation_id,
-                member_id: resp.member_id.clone(),
-                protocol: resp.protocol_name.clone(),
+                member_id: resp.member_id.clone().into(),
+                protocol: resp.protocol_name.clone().map(Into::into),
             };
             self.transition(Transition::Joined(generation.clone()));
             let coordinator = self.coordinator.clone().ok_or(Error::Closed)?;
@@ -728,11 +728,11 @@ impl GroupMember {
     fn send_join(&mut self) -> Result<JoinGroupResponse> {
         let metadata = self.subscription().encode();
         let req = JoinGroupRequest {
-            group_id: self.config.group_id.clone(),
+            group_id: self.config.group_id.clone().into(),
             session_timeout_ms: millis(self.config.session_timeout),
             rebalance_timeout_ms: millis(self.config.rebalance_timeout),
-            member_id: self.state.member_id().to_string(),
-            group_instance_id: self.instance_id_to_send(),
+            member_id: self.state.member_id().to_string().into(),
+            group_instance_id: self.instance_id_to_send().map(Into::into),
             protocol_type: "consumer".into(),
             protocols: self
                 .config
@@ -760,12 +760,12 @@ impl GroupMember {
         assignments: Vec<SyncGroupRequestAssignment>,
     ) -> Result<SyncGroupResponse> {
         let req = SyncGroupRequest {
-            group_id: self.config.group_id.clone(),
+            group_id: self.config.group_id.clone().into(),
             generation_id: g.id,
-            member_id: g.member_id.clone(),
-            group_instance_id: self.instance_id_to_send(),
+            member_id: g.member_id.clone().into(),
+            group_instance_id: self.instance_id_to_send().map(Into::into),
             protocol_type: Some("consumer".into()),
-            protocol_name: g.protocol.clone(),
+            protocol_name: g.protocol.clone().map(Into::into),
             assignments,
             ..Default::default()
         };
@@ -801,8 +801,8 @@ impl GroupMember {
                 Subscription::default()
             });
             members.push(MemberSubscription {
-                member_id: m.member_id.clone(),
-                group_instance_id: m.group_instance_id.clone(),
+                member_id: m.member_id.clone().into(),
+                group_instance_id: m.group_instance_id.clone().map(Into::into),
                 subscription,
             });
         }
@@ -827,7 +827,7 @@ impl GroupMember {
         Ok(assigned
             .into_iter()
             .map(|(member_id, a)| SyncGroupRequestAssignment {
-                member_id,
+                member_id: member_id.into(),
                 assignment: a.encode(),
                 ..Default::default()
             })
@@ -912,10 +912,10 @@ impl GroupMember {
         let member_id = self.state.member_id().to_string();
         let req = if version >= 3 {
             LeaveGroupRequest {
-                group_id: self.config.group_id.clone(),
+                group_id: self.config.group_id.clone().into(),
                 members: vec![MemberIdentity {
-                    member_id,
-                    group_instance_id: instance,
+                    member_id: member_id.into(),
+                    group_instance_id: instance.map(Into::into),
                     reason: Some("the member is leaving the group".into()),
                     ..Default::default()
                 }],
@@ -923,8 +923,8 @@ impl GroupMember {
             }
         } else {
             LeaveGroupRequest {
-                group_id: self.config.group_id.clone(),
-                member_id,
+                group_id: self.config.group_id.clone().into(),
+                member_id: member_id.into(),
                 ..Default::default()
             }
         };

@@ -9,11 +9,11 @@
 use crate::error::{Error, ProtocolViolation, Result, Timeout};
 use crate::net::versions::{self, BrokerVersions, Capability, Handshake};
 use crate::protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
-use crate::protocol::{ApiKey, Decoder, Message, Request, VersionRange};
+use crate::protocol::{ApiKey, Decoder, Message, Request, Segments, VersionRange, WireWrite};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -59,7 +59,7 @@ pub struct Connection {
     versions: BrokerVersions,
     config: ConnectionConfig,
     broken: bool,
-    write_buf: Vec<u8>,
+    write_buf: Segments,
 }
 
 impl Connection {
@@ -121,7 +121,7 @@ impl Connection {
             versions: BrokerVersions::new(),
             config: config.clone(),
             broken: false,
-            write_buf: Vec::with_capacity(256),
+            write_buf: Segments::with_capacity(256),
         })
     }
 
@@ -206,23 +206,28 @@ impl Connection {
             request_api_key: api.key(),
             request_api_version: version,
             correlation_id,
-            client_id: self.config.client_id.clone(),
+            client_id: self.config.client_id.clone().map(Into::into),
             ..Default::default()
         };
+        // Record batches and group metadata go to the socket from the caller's buffers: the
+        // frame holds references to them, written with one vectored write.
         let mut buf = std::mem::take(&mut self.write_buf);
         buf.clear();
-        buf.extend_from_slice(&[0; 4]);
+        buf.put_slice(&[0; 4]);
         let encoded = header
             .encode(R::header_version(version), &mut buf)
             .and_then(|()| req.encode(version, &mut buf))
             .map_err(|source| Error::Encode { api, source });
         if let Err(e) = encoded {
+            buf.clear();
             self.write_buf = buf;
             return Err(e);
         }
         let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        let written = self.stream.write_all(&buf);
+        buf.set_i32(0, size);
+        let written = buf.write_to(&mut self.stream);
+        // Drop the references now rather than holding the caller's buffers until the next request.
+        buf.clear();
         self.write_buf = buf;
         if let Err(e) = written {
             return Err(self.fail_io(e, Timeout::Write));

@@ -37,7 +37,7 @@ fn join_group_v5_with_group_instance_id() {
         group_id: "g".into(),
         session_timeout_ms: 30_000,
         rebalance_timeout_ms: 60_000,
-        member_id: String::new(),
+        member_id: String::new().into(),
         group_instance_id: Some("i1".into()),
         protocol_type: "consumer".into(),
         protocols: vec![JoinGroupRequestProtocol {

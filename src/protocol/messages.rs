@@ -10,7 +10,9 @@
 #[allow(unused_imports)]
 use super::wire::*;
 #[allow(unused_imports)]
-use super::{DecodeError, EncodeError, Message, Request, UnknownTaggedFields, Uuid, VersionRange};
+use super::{
+    DecodeError, EncodeError, Int32List, KafkaStr, Message, Request, UnknownTaggedFields, Uuid, VersionRange,
+};
 #[cfg(any(test, feature = "sample"))]
 #[allow(unused_imports)]
 use super::{Sample, SampleGen};

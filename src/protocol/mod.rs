@@ -10,6 +10,8 @@
 // `#[macro_use]`: the generated `for_each_*` type lists are used by the tests declared below.
 #[macro_use]
 pub mod messages;
+mod int32_list;
+mod kafka_str;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod wire;
@@ -18,8 +20,10 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use int32_list::Int32List;
+pub use kafka_str::KafkaStr;
 pub use messages::ApiKey;
-pub use wire::Decoder;
+pub use wire::{Decoder, Segments, WireWrite};
 
 /// Tagged fields the client does not know, by tag, with their raw encoded values.
 pub type UnknownTaggedFields = BTreeMap<u32, Bytes>;
@@ -219,8 +223,9 @@ pub trait Message: Sized {
     /// Versions that use the compact encoding and tagged fields.
     const FLEXIBLE_VERSIONS: VersionRange;
 
-    /// Appends the encoding of `self` in `version` to `buf`.
-    fn encode(&self, version: i16, buf: &mut Vec<u8>) -> Result<(), EncodeError>;
+    /// Appends the encoding of `self` in `version` to `buf` (a `Vec<u8>`, or
+    /// [`wire::Segments`] to keep large `bytes` and `records` values by reference).
+    fn encode<B: WireWrite + ?Sized>(&self, version: i16, buf: &mut B) -> Result<(), EncodeError>;
 
     /// Reads one value in `version` from `d`.
     fn decode(d: &mut Decoder, version: i16) -> Result<Self, DecodeError>;

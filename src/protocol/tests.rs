@@ -1,7 +1,12 @@
 //! Round trips of every generated message in every version with seeded random values.
 
 use super::messages::*;
-use super::{Message, Sample, SampleGen};
+use super::{Message, Sample, SampleGen, Segments};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Frames whose `Segments` encoding held at least one buffer by reference, so that the test
+/// can tell the zero-copy path was exercised and not only the copying one.
+static SHARED_FRAMES: AtomicUsize = AtomicUsize::new(0);
 
 fn round_trip<M: Message + Sample + PartialEq + std::fmt::Debug>(seeds: std::ops::Range<u64>) -> usize {
     let mut checked = 0;
@@ -15,6 +20,18 @@ fn round_trip<M: Message + Sample + PartialEq + std::fmt::Debug>(seeds: std::ops
             let back = M::from_bytes(bytes.clone(), version)
                 .unwrap_or_else(|e| panic!("{} v{version} seed {seed}: {e}", M::NAME));
             assert_eq!(back, v, "{} v{version} seed {seed}", M::NAME);
+            // The frame a connection sends, with large values by reference, is the same bytes.
+            let mut frame = Segments::new();
+            v.encode(version, &mut frame).unwrap();
+            assert_eq!(
+                frame.to_vec(),
+                bytes,
+                "{} v{version} seed {seed}: segments",
+                M::NAME
+            );
+            if frame.shared_count() > 0 {
+                SHARED_FRAMES.fetch_add(1, Ordering::Relaxed);
+            }
             // Re-encoding must be stable, byte for byte.
             assert_eq!(
                 back.to_bytes(version).unwrap(),
@@ -35,6 +52,7 @@ macro_rules! round_trips {
             let mut total = 0;
             $( total += round_trip::<$m>(0..64); )*
             assert!(total > 0);
+            assert!(SHARED_FRAMES.load(Ordering::Relaxed) > 100, "the zero-copy path was hardly exercised");
         }
     };
 }

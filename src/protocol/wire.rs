@@ -1,35 +1,215 @@
 //! Kafka's wire primitives: big-endian integers, varints, (compact) (nullable) strings, bytes and
 //! arrays, UUIDs and tagged-field sections.
 //!
-//! Writing appends to a `Vec<u8>` and cannot fail except for lengths the format cannot express.
+//! Writing appends to a [`WireWrite`] sink — a `Vec<u8>`, or [`Segments`], which keeps large
+//! `bytes` and `records` values by reference so that a frame reaches the socket without them being
+//! copied — and cannot fail except for lengths the format cannot express.
 //! Reading goes through [`Decoder`], which checks every length against the bytes that remain
 //! before it slices or allocates, so hostile input costs an error, never a panic or a huge
 //! allocation.
 
-use super::{DecodeError, EncodeError, UnknownTaggedFields, Uuid};
+use super::{DecodeError, EncodeError, Int32List, KafkaStr, UnknownTaggedFields, Uuid};
 use byteorder::{BigEndian, ByteOrder};
 use bytes::Bytes;
+use std::io::{self, IoSlice, Write};
+
+/// Where encoded bytes go: a `Vec<u8>`, or [`Segments`] for frames sent with vectored writes.
+pub trait WireWrite {
+    /// Appends bytes by copying them.
+    fn put_slice(&mut self, s: &[u8]);
+
+    /// Appends one byte.
+    #[inline]
+    fn put_u8(&mut self, b: u8) {
+        self.put_slice(&[b]);
+    }
+
+    /// Appends a shared buffer (a `bytes` or `records` value). The default copies it; a sink
+    /// that can hold references keeps a clone of the handle instead.
+    #[inline]
+    fn put_shared(&mut self, b: &Bytes) {
+        self.put_slice(b);
+    }
+}
+
+impl WireWrite for Vec<u8> {
+    #[inline]
+    fn put_slice(&mut self, s: &[u8]) {
+        self.extend_from_slice(s);
+    }
+
+    #[inline]
+    fn put_u8(&mut self, b: u8) {
+        self.push(b);
+    }
+}
+
+/// An encoded frame as copied bytes with large shared buffers spliced in by reference.
+///
+/// Encoding into a `Vec<u8>` copies every `bytes` and `records` value, which for a Produce
+/// request or a leader's SyncGroup is nearly the whole frame. `Segments` copies only what is
+/// smaller than [`Segments::SHARE_FROM`] and keeps a handle to the rest; [`Segments::write_to`]
+/// then hands the pieces to the socket in one vectored write, as Kafka's own `Send` objects do.
+#[derive(Debug, Default, Clone)]
+pub struct Segments {
+    /// Everything written by copy, in order.
+    copied: Vec<u8>,
+    /// Shared buffers and the position in `copied` they come before.
+    shared: Vec<(usize, Bytes)>,
+    /// Total length of `shared`.
+    shared_len: usize,
+}
+
+impl Segments {
+    /// Shared values at least this long are kept by reference; shorter ones are cheaper to copy
+    /// than to track (a reference costs an atomic increment and an I/O vector entry).
+    pub const SHARE_FROM: usize = 256;
+
+    /// An empty frame.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty frame with room for `n` copied bytes.
+    pub fn with_capacity(n: usize) -> Self {
+        Segments {
+            copied: Vec::with_capacity(n),
+            ..Self::default()
+        }
+    }
+
+    /// Encoded length in bytes.
+    pub fn len(&self) -> usize {
+        self.copied.len() + self.shared_len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets the contents (and drops the shared handles), keeping the allocations.
+    pub fn clear(&mut self) {
+        self.copied.clear();
+        self.shared.clear();
+        self.shared_len = 0;
+    }
+
+    /// How many buffers are held by reference.
+    pub fn shared_count(&self) -> usize {
+        self.shared.len()
+    }
+
+    /// Overwrites 4 already-written bytes at `pos` (counted in the whole frame) with `v`: how
+    /// a size prefix is filled in once the frame is encoded. `pos` must lie in copied bytes
+    /// written before any shared buffer, which a frame's first bytes always are.
+    pub fn set_i32(&mut self, pos: usize, v: i32) {
+        let before_shared = self.shared.first().map_or(self.copied.len(), |(at, _)| *at);
+        assert!(
+            pos + 4 <= before_shared,
+            "set_i32 at {pos} overlaps a shared segment"
+        );
+        self.copied[pos..pos + 4].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// The pieces in order, empty ones left out.
+    pub fn slices(&self) -> impl Iterator<Item = &[u8]> {
+        let mut from = 0;
+        let mut pieces = Vec::with_capacity(self.shared.len() * 2 + 1);
+        for (at, b) in &self.shared {
+            pieces.push(&self.copied[from..*at]);
+            pieces.push(&b[..]);
+            from = *at;
+        }
+        pieces.push(&self.copied[from..]);
+        pieces.into_iter().filter(|p| !p.is_empty())
+    }
+
+    /// The frame as one contiguous buffer (tests, and sinks that need one).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        for p in self.slices() {
+            v.extend_from_slice(p);
+        }
+        v
+    }
+
+    /// Writes the whole frame with vectored writes, retrying short ones.
+    pub fn write_to<W: Write + ?Sized>(&self, w: &mut W) -> io::Result<()> {
+        if self.shared.is_empty() {
+            return w.write_all(&self.copied);
+        }
+        // Linux takes at most IOV_MAX (1024) vectors per call; a bigger batch is sent in turns.
+        const BATCH: usize = 1024;
+        let pieces: Vec<&[u8]> = self.slices().collect();
+        // The first piece not fully written, and how much of it was.
+        let (mut first, mut offset) = (0, 0);
+        while first < pieces.len() {
+            let batch: Vec<IoSlice<'_>> = std::iter::once(&pieces[first][offset..])
+                .chain(pieces[first + 1..].iter().copied())
+                .take(BATCH)
+                .map(IoSlice::new)
+                .collect();
+            let mut n = match w.write_vectored(&batch) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            // Step over what was written (`IoSlice::advance_slices` needs Rust 1.81).
+            while first < pieces.len() && n >= pieces[first].len() - offset {
+                n -= pieces[first].len() - offset;
+                first += 1;
+                offset = 0;
+            }
+            offset += n;
+        }
+        Ok(())
+    }
+}
+
+impl WireWrite for Segments {
+    #[inline]
+    fn put_slice(&mut self, s: &[u8]) {
+        self.copied.extend_from_slice(s);
+    }
+
+    #[inline]
+    fn put_u8(&mut self, b: u8) {
+        self.copied.push(b);
+    }
+
+    #[inline]
+    fn put_shared(&mut self, b: &Bytes) {
+        if b.len() < Self::SHARE_FROM {
+            self.copied.extend_from_slice(b);
+        } else {
+            self.shared.push((self.copied.len(), b.clone()));
+            self.shared_len += b.len();
+        }
+    }
+}
 
 /// Appends a boolean (one byte, 0 or 1).
 #[inline]
-pub fn put_bool(buf: &mut Vec<u8>, v: bool) {
-    buf.push(v as u8);
+pub fn put_bool<B: WireWrite + ?Sized>(buf: &mut B, v: bool) {
+    buf.put_u8(v as u8);
 }
 
 /// Appends an `int8`.
 #[inline]
-pub fn put_i8(buf: &mut Vec<u8>, v: i8) {
-    buf.push(v as u8);
+pub fn put_i8<B: WireWrite + ?Sized>(buf: &mut B, v: i8) {
+    buf.put_u8(v as u8);
 }
 
 macro_rules! put_int {
     ($name:ident, $ty:ty, $n:expr, $write:ident) => {
         #[doc = concat!("Appends a big-endian `", stringify!($ty), "`.")]
         #[inline]
-        pub fn $name(buf: &mut Vec<u8>, v: $ty) {
+        pub fn $name<B: WireWrite + ?Sized>(buf: &mut B, v: $ty) {
             let mut b = [0u8; $n];
             BigEndian::$write(&mut b, v);
-            buf.extend_from_slice(&b);
+            buf.put_slice(&b);
         }
     };
 }
@@ -43,44 +223,67 @@ put_int!(put_f64, f64, 8, write_f64);
 
 /// Appends a UUID's 16 bytes.
 #[inline]
-pub fn put_uuid(buf: &mut Vec<u8>, v: &Uuid) {
-    buf.extend_from_slice(&v.0);
+pub fn put_uuid<B: WireWrite + ?Sized>(buf: &mut B, v: &Uuid) {
+    buf.put_slice(&v.0);
 }
 
 /// Appends an unsigned varint (LEB128, as Kafka's `ByteUtils.writeUnsignedVarint`).
 #[inline]
-pub fn put_uvarint(buf: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
-        v >>= 7;
+pub fn put_uvarint<B: WireWrite + ?Sized>(buf: &mut B, mut v: u32) {
+    if v < 0x80 {
+        // Lengths, counts and tags: nearly always one byte.
+        buf.put_u8(v as u8);
+        return;
     }
-    buf.push(v as u8);
+    let mut b = [0u8; 10];
+    let mut n = 0;
+    while v >= 0x80 {
+        b[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    b[n] = v as u8;
+    buf.put_slice(&b[..=n]);
 }
 
 /// Appends an unsigned 64-bit varint.
 #[inline]
-pub fn put_uvarlong(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
-        v >>= 7;
+pub fn put_uvarlong<B: WireWrite + ?Sized>(buf: &mut B, mut v: u64) {
+    if v < 0x80 {
+        // Lengths, counts and tags: nearly always one byte.
+        buf.put_u8(v as u8);
+        return;
     }
-    buf.push(v as u8);
+    let mut b = [0u8; 10];
+    let mut n = 0;
+    while v >= 0x80 {
+        b[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    b[n] = v as u8;
+    buf.put_slice(&b[..=n]);
 }
 
 /// Appends a zig-zag signed varint (record fields).
 #[inline]
-pub fn put_varint(buf: &mut Vec<u8>, v: i32) {
+pub fn put_varint<B: WireWrite + ?Sized>(buf: &mut B, v: i32) {
     put_uvarint(buf, ((v << 1) ^ (v >> 31)) as u32);
 }
 
 /// Appends a zig-zag signed varlong (record fields).
 #[inline]
-pub fn put_varlong(buf: &mut Vec<u8>, v: i64) {
+pub fn put_varlong<B: WireWrite + ?Sized>(buf: &mut B, v: i64) {
     put_uvarlong(buf, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 #[inline]
-fn put_len(buf: &mut Vec<u8>, len: usize, compact: bool, max: usize) -> Result<(), EncodeError> {
+fn put_len<B: WireWrite + ?Sized>(
+    buf: &mut B,
+    len: usize,
+    compact: bool,
+    max: usize,
+) -> Result<(), EncodeError> {
     if len > max {
         return Err(EncodeError::TooLong { len, max });
     }
@@ -97,22 +300,22 @@ fn put_len(buf: &mut Vec<u8>, len: usize, compact: bool, max: usize) -> Result<(
 
 /// Appends a string: `int16` length (or compact unsigned varint length + 1) then UTF-8 bytes.
 #[inline]
-pub fn put_string(buf: &mut Vec<u8>, s: &str, compact: bool) -> Result<(), EncodeError> {
+pub fn put_string<B: WireWrite + ?Sized>(buf: &mut B, s: &str, compact: bool) -> Result<(), EncodeError> {
     let max = if compact {
         u32::MAX as usize - 1
     } else {
         i16::MAX as usize
     };
     put_len(buf, s.len(), compact, max)?;
-    buf.extend_from_slice(s.as_bytes());
+    buf.put_slice(s.as_bytes());
     Ok(())
 }
 
 /// Appends a null string (`-1`, or compact `0`).
 #[inline]
-pub fn put_null_string(buf: &mut Vec<u8>, compact: bool) {
+pub fn put_null_string<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
     if compact {
-        buf.push(0);
+        buf.put_u8(0);
     } else {
         put_i16(buf, -1);
     }
@@ -120,22 +323,40 @@ pub fn put_null_string(buf: &mut Vec<u8>, compact: bool) {
 
 /// Appends bytes: `int32` length (or compact unsigned varint length + 1) then the bytes.
 #[inline]
-pub fn put_bytes(buf: &mut Vec<u8>, b: &[u8], compact: bool) -> Result<(), EncodeError> {
+pub fn put_bytes<B: WireWrite + ?Sized>(buf: &mut B, b: &[u8], compact: bool) -> Result<(), EncodeError> {
     let max = if compact {
         u32::MAX as usize - 1
     } else {
         i32::MAX as usize
     };
     put_len(buf, b.len(), compact, max)?;
-    buf.extend_from_slice(b);
+    buf.put_slice(b);
+    Ok(())
+}
+
+/// Appends a `bytes` or `records` field held as [`Bytes`]: like [`put_bytes`], except that a
+/// sink that keeps references (see [`Segments`]) takes a large value without copying it.
+#[inline]
+pub fn put_shared_bytes<B: WireWrite + ?Sized>(
+    buf: &mut B,
+    b: &Bytes,
+    compact: bool,
+) -> Result<(), EncodeError> {
+    let max = if compact {
+        u32::MAX as usize - 1
+    } else {
+        i32::MAX as usize
+    };
+    put_len(buf, b.len(), compact, max)?;
+    buf.put_shared(b);
     Ok(())
 }
 
 /// Appends null bytes (`-1`, or compact `0`).
 #[inline]
-pub fn put_null_bytes(buf: &mut Vec<u8>, compact: bool) {
+pub fn put_null_bytes<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
     if compact {
-        buf.push(0);
+        buf.put_u8(0);
     } else {
         put_i32(buf, -1);
     }
@@ -143,7 +364,11 @@ pub fn put_null_bytes(buf: &mut Vec<u8>, compact: bool) {
 
 /// Appends an array length: `int32` (or compact unsigned varint length + 1).
 #[inline]
-pub fn put_array_len(buf: &mut Vec<u8>, len: usize, compact: bool) -> Result<(), EncodeError> {
+pub fn put_array_len<B: WireWrite + ?Sized>(
+    buf: &mut B,
+    len: usize,
+    compact: bool,
+) -> Result<(), EncodeError> {
     let max = if compact {
         u32::MAX as usize - 1
     } else {
@@ -154,24 +379,24 @@ pub fn put_array_len(buf: &mut Vec<u8>, len: usize, compact: bool) -> Result<(),
 
 /// Appends a null array (`-1`, or compact `0`).
 #[inline]
-pub fn put_null_array(buf: &mut Vec<u8>, compact: bool) {
+pub fn put_null_array<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
     put_null_bytes(buf, compact);
 }
 
 /// Appends one tagged field: tag, size, then the already-encoded value.
 #[inline]
-pub fn put_tagged_raw(buf: &mut Vec<u8>, tag: u32, data: &[u8]) {
+pub fn put_tagged_raw<B: WireWrite + ?Sized>(buf: &mut B, tag: u32, data: &[u8]) {
     put_uvarint(buf, tag);
     put_uvarint(buf, data.len() as u32);
-    buf.extend_from_slice(data);
+    buf.put_slice(data);
 }
 
 /// Appends a tagged-field section that holds only fields the client does not know.
 #[inline]
-pub fn put_unknown_tagged(buf: &mut Vec<u8>, fields: &UnknownTaggedFields) {
+pub fn put_unknown_tagged<B: WireWrite + ?Sized>(buf: &mut B, fields: &UnknownTaggedFields) {
     // Nearly every struct has none, and setting up a BTreeMap iterator costs more than the byte.
     if fields.is_empty() {
-        buf.push(0);
+        buf.put_u8(0);
         return;
     }
     put_uvarint(buf, fields.len() as u32);
@@ -382,20 +607,18 @@ impl Decoder {
     }
 
     #[inline]
-    fn str_from(&mut self, len: usize) -> Result<String, DecodeError> {
-        let s = match self.rest.get(..len) {
-            Some(raw) => std::str::from_utf8(raw)
-                .map_err(|_| DecodeError::InvalidUtf8)?
-                .to_owned(),
-            None => return Err(truncated(len, self.remaining())),
+    fn str_from(&mut self, len: usize) -> Result<KafkaStr, DecodeError> {
+        let Some(raw) = self.rest.get(..len) else {
+            return Err(truncated(len, self.remaining()));
         };
+        let s = KafkaStr::from_utf8(raw).map_err(|_| DecodeError::InvalidUtf8)?;
         bytes::Buf::advance(&mut self.rest, len);
         Ok(s)
     }
 
     /// Reads a non-null string.
     #[inline]
-    pub fn get_string(&mut self, compact: bool) -> Result<String, DecodeError> {
+    pub fn get_string(&mut self, compact: bool) -> Result<KafkaStr, DecodeError> {
         match self.get_len(compact, true)? {
             Some(len) => self.str_from(len),
             None => Err(DecodeError::UnexpectedNull),
@@ -404,7 +627,7 @@ impl Decoder {
 
     /// Reads a nullable string.
     #[inline]
-    pub fn get_nullable_string(&mut self, compact: bool) -> Result<Option<String>, DecodeError> {
+    pub fn get_nullable_string(&mut self, compact: bool) -> Result<Option<KafkaStr>, DecodeError> {
         match self.get_len(compact, true)? {
             Some(len) => self.str_from(len).map(Some),
             None => Ok(None),
@@ -462,6 +685,19 @@ impl Decoder {
             .collect();
         bytes::Buf::advance(&mut self.rest, size);
         Ok(v)
+    }
+
+    /// Reads `n` `int32`s into an [`Int32List`]: no allocation for the short broker and
+    /// partition id lists that make up most of them.
+    #[inline]
+    pub fn get_int32_list(&mut self, n: usize) -> Result<Int32List, DecodeError> {
+        let size = n.saturating_mul(4);
+        let Some(raw) = self.rest.get(..size) else {
+            return Err(truncated(size, self.remaining()));
+        };
+        let list = Int32List::from_be_bytes(raw);
+        bytes::Buf::advance(&mut self.rest, size);
+        Ok(list)
     }
 
     /// Reads a non-null array length.
@@ -603,6 +839,106 @@ mod tests {
             Err(DecodeError::Truncated { .. })
         ));
         assert_eq!(d.get_fixed_array(1, |[b]: [u8; 1]| b != 0).unwrap(), [true]);
+    }
+
+    /// A writer that takes at most `max` bytes per call, to exercise short vectored writes.
+    struct Trickle {
+        out: Vec<u8>,
+        max: usize,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(buf)])
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.calls += 1;
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.max - n);
+                self.out.extend_from_slice(&b[..take]);
+                n += take;
+                if n == self.max {
+                    break;
+                }
+            }
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn segments_share_large_values_and_write_them_in_order() {
+        let big = Bytes::from((0..1000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let small = Bytes::from_static(b"tiny");
+        let mut seg = Segments::new();
+        let mut vec = Vec::new();
+        for sink in [&mut seg as &mut dyn WireWrite, &mut vec] {
+            put_i32(sink, 0);
+            put_shared_bytes(sink, &small, false).unwrap();
+            put_shared_bytes(sink, &big, true).unwrap();
+            put_shared_bytes(sink, &big, false).unwrap();
+            put_string(sink, "after", false).unwrap();
+        }
+        // Only the two large values are held by reference, and the bytes match a plain encode.
+        assert_eq!(seg.shared_count(), 2);
+        assert_eq!(seg.len(), vec.len());
+        seg.set_i32(0, (seg.len() - 4) as i32);
+        let size = (vec.len() - 4) as i32;
+        vec[..4].copy_from_slice(&size.to_be_bytes());
+        assert_eq!(seg.to_vec(), vec);
+        // Shared pieces point at the caller's buffer: nothing was copied.
+        assert!(seg.slices().any(|p| p.as_ptr() == big.as_ptr()));
+
+        for max in [1, 7, 999, 1000, 1001, 5000] {
+            let mut w = Trickle {
+                out: Vec::new(),
+                max,
+                calls: 0,
+            };
+            seg.write_to(&mut w).unwrap();
+            assert_eq!(w.out, vec, "max {max}");
+            if max >= vec.len() {
+                assert_eq!(w.calls, 1, "one vectored write when the socket takes it all");
+            }
+        }
+        seg.clear();
+        assert!(seg.is_empty() && seg.shared_count() == 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "overlaps a shared segment")]
+    fn segments_refuse_to_patch_a_shared_buffer() {
+        let mut seg = Segments::new();
+        seg.put_shared(&Bytes::from(vec![0u8; 300]));
+        seg.set_i32(0, 1);
+    }
+
+    #[test]
+    fn segments_write_more_pieces_than_one_call_takes() {
+        // 1500 shared values make 3000 pieces: more than one IOV_MAX batch.
+        let big = Bytes::from(vec![7u8; Segments::SHARE_FROM]);
+        let mut seg = Segments::new();
+        let mut vec = Vec::new();
+        for i in 0..1500u32 {
+            put_u32(&mut seg, i);
+            seg.put_shared(&big);
+            put_u32(&mut vec, i);
+            vec.extend_from_slice(&big);
+        }
+        let mut w = Trickle {
+            out: Vec::new(),
+            max: usize::MAX,
+            calls: 0,
+        };
+        seg.write_to(&mut w).unwrap();
+        assert_eq!(w.out, vec);
+        assert_eq!(w.calls, 3);
     }
 
     #[test]

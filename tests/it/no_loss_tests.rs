@@ -219,9 +219,9 @@ fn sample_committed(
         while !stop.load(Ordering::SeqCst) {
             let resp = client.find_coordinator(&group).and_then(|coordinator| {
                 client.send_to(coordinator.id, |_| OffsetFetchRequest {
-                    group_id: group.clone(),
+                    group_id: group.as_str().into(),
                     topics: Some(vec![OffsetFetchRequestTopic {
-                        name: topic.clone(),
+                        name: topic.as_str().into(),
                         partition_indexes: (0..PARTITIONS).collect(),
                         ..Default::default()
                     }]),

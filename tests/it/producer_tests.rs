@@ -52,7 +52,7 @@ fn fetch_all(client: &Client, topic: &str, partition: i32) -> Vec<Record> {
                 // Only v3+ has a response-wide limit; the per-partition one bounds v0-v2.
                 max_bytes: if version >= 3 { 8 << 20 } else { i32::MAX },
                 topics: vec![FetchTopic {
-                    topic: topic.to_string(),
+                    topic: topic.into(),
                     partitions: vec![FetchPartition {
                         partition,
                         fetch_offset: offset,

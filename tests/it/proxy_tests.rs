@@ -246,12 +246,12 @@ fn check_find_coordinator_rewrite(release: &str, version: i16) {
     let group = crate::support::unique_name("proxy-group");
     let req = if version <= 3 {
         FindCoordinatorRequest {
-            key: group.clone(),
+            key: group.as_str().into(),
             ..Default::default()
         }
     } else {
         FindCoordinatorRequest {
-            coordinator_keys: vec![group.clone()],
+            coordinator_keys: vec![group.as_str().into()],
             ..Default::default()
         }
     };

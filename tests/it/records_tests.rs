@@ -75,7 +75,7 @@ fn produce(client: &Client, leader: i32, topic: &str, batch: bytes::Bytes) -> (i
                 acks: -1,
                 timeout_ms: 30_000,
                 topic_data: vec![TopicProduceData {
-                    name: topic.to_string(),
+                    name: topic.into(),
                     partition_data: vec![PartitionProduceData {
                         index: 0,
                         records: Some(batch),
@@ -112,7 +112,7 @@ fn fetch(conn: &mut Connection, topic: &str, id: Uuid, offset: i64, max: i32, ve
         }
     } else {
         FetchTopic {
-            topic: topic.to_string(),
+            topic: topic.into(),
             partitions,
             ..Default::default()
         }

@@ -22,7 +22,7 @@ use kafka_group::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
     MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader, ResponseHeader,
 };
-use kafka_group::protocol::{ApiKey, Decoder, Message, Request};
+use kafka_group::protocol::{ApiKey, Decoder, KafkaStr, Message, Request};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -713,7 +713,7 @@ impl Inner {
         }
     }
 
-    fn local_for(self: &Arc<Self>, host: &str, port: i32) -> Result<(String, i32), String> {
+    fn local_for(self: &Arc<Self>, host: &str, port: i32) -> Result<(KafkaStr, i32), String> {
         let upstream = if host.contains(':') {
             format!("[{host}]:{port}")
         } else {
@@ -722,7 +722,7 @@ impl Inner {
         let addr = self
             .listener_for((host.to_string(), port), upstream)
             .map_err(|e| format!("no listener for {host}:{port}: {e}"))?;
-        Ok((addr.ip().to_string(), i32::from(addr.port())))
+        Ok((addr.ip().to_string().into(), i32::from(addr.port())))
     }
 }
 
