@@ -1,48 +1,37 @@
 //! [`KafkaStr`]: the type of every string field in the generated messages.
 
-use smol_str::SmolStr;
 use std::borrow::Borrow;
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
-/// A UTF-8 string as the generated messages hold it: inline when short, owned when long.
+/// A UTF-8 string as the generated messages hold it: static text without allocating, anything
+/// else owned.
 ///
-/// Most strings in the protocol are short — instance ids, protocol names, most group and topic
-/// names — and a `String` costs an allocation each: a leader's JoinGroup answer carries two per
-/// member. A `KafkaStr` keeps up to 23 bytes inline, with no allocation, and owns a heap copy
-/// only beyond that. It reads as a `&str` (`Deref`), compares with `str` and `String`, and is
-/// built from either with `.into()`; [`KafkaStr::from_static`] makes one without allocating.
+/// It reads as a `&str` (`Deref`), compares with `str` and `String`, and is built from either
+/// with `.into()`; [`KafkaStr::from_static`] makes one without allocating, which is how schema
+/// defaults and fixed values such as protocol names cost nothing.
 ///
-/// Unlike a slice of the received frame, it never keeps the frame alive, and creating or dropping
-/// one never touches an atomic reference count: measured here, two atomic operations cost more
-/// than allocating and copying a 50-byte id.
+/// Why not a slice of the received frame, as `bytes` fields are: measured with
+/// `benches/codec_ratios.rs`, the two atomic reference-count operations such a slice costs were
+/// slower than allocating and copying a 50-byte id, and a kept name would pin the whole frame.
+/// An inline small-string form (up to 23 bytes) was slower still.
 #[derive(Clone)]
-pub struct KafkaStr(Repr);
-
-#[derive(Clone)]
-enum Repr {
-    /// Short or static text.
-    Inline(SmolStr),
-    /// Longer text.
-    Heap(String),
-}
-
-/// The longest string kept inline.
-const INLINE_CAP: usize = 23;
+pub struct KafkaStr(Cow<'static, str>);
 
 impl KafkaStr {
     /// The empty string.
     pub const fn new() -> Self {
-        KafkaStr(Repr::Inline(SmolStr::new_inline("")))
+        KafkaStr(Cow::Borrowed(""))
     }
 
     /// A string pointing at static text, without allocating.
     pub const fn from_static(s: &'static str) -> Self {
-        KafkaStr(Repr::Inline(SmolStr::new_static(s)))
+        KafkaStr(Cow::Borrowed(s))
     }
 
-    /// Checks that `raw` is UTF-8 and copies it: inline when short, else to the heap.
+    /// Checks that `raw` is UTF-8 and copies it.
     #[inline]
     pub fn from_utf8(raw: &[u8]) -> Result<Self, std::str::Utf8Error> {
         std::str::from_utf8(raw).map(Self::from)
@@ -51,10 +40,7 @@ impl KafkaStr {
     /// The text.
     #[inline]
     pub fn as_str(&self) -> &str {
-        match &self.0 {
-            Repr::Inline(s) => s.as_str(),
-            Repr::Heap(s) => s,
-        }
+        &self.0
     }
 }
 
@@ -139,11 +125,7 @@ eq_both_ways!(str, &str, String);
 impl From<&str> for KafkaStr {
     #[inline]
     fn from(s: &str) -> Self {
-        if s.len() <= INLINE_CAP {
-            KafkaStr(Repr::Inline(SmolStr::new(s)))
-        } else {
-            KafkaStr(Repr::Heap(s.to_owned()))
-        }
+        KafkaStr(Cow::Owned(s.to_owned()))
     }
 }
 
@@ -153,23 +135,16 @@ impl From<&String> for KafkaStr {
     }
 }
 
-/// Takes a long `String` over without copying it.
+/// Takes the `String` over without copying it.
 impl From<String> for KafkaStr {
     fn from(s: String) -> Self {
-        if s.len() <= INLINE_CAP {
-            s.as_str().into()
-        } else {
-            KafkaStr(Repr::Heap(s))
-        }
+        KafkaStr(Cow::Owned(s))
     }
 }
 
 impl From<KafkaStr> for String {
     fn from(s: KafkaStr) -> Self {
-        match s.0 {
-            Repr::Heap(s) => s,
-            Repr::Inline(s) => s.as_str().to_owned(),
-        }
+        s.0.into_owned()
     }
 }
 
