@@ -31,7 +31,6 @@
 
 mod cases;
 
-use bytes::Bytes;
 use kafka_group::protocol::{Decoder, Message, Segments};
 use kafka_protocol::messages as kp;
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -251,26 +250,8 @@ where
     M: Message + PartialEq + Debug + 'static,
     T: Encodable + Decodable + 'static,
 {
-    // The same checks as `codecs.rs`: kafka-protocol reads our encoding and writes it back byte
-    // for byte, and we decode it back to the value we started from.
-    let frame = Bytes::from(ours.to_bytes(version).expect("our encoding"));
-    let theirs = T::decode(&mut frame.clone(), version).expect("kafka-protocol decodes our encoding");
-    let mut again = Vec::new();
-    theirs
-        .encode(&mut again, version)
-        .expect("kafka-protocol encoding");
-    assert!(
-        again == frame,
-        "{name}: kafka-protocol re-encodes our bytes differently"
-    );
-    assert_eq!(M::from_bytes(frame.clone(), version).expect("our decoding"), ours);
-    // And what is timed as `ours` (into `Segments`) is the same frame.
+    let (frame, theirs) = cases::checked_frame::<M, T>(name, version, &ours);
     let mut segments = Segments::with_capacity(frame.len());
-    ours.encode(version, &mut segments).expect("encode");
-    assert!(
-        segments.to_vec() == frame,
-        "{name}: encoding into Segments differs from encoding into a Vec"
-    );
 
     // Shared by the closures for the whole run (a few MiB in all).
     let ours: &'static M = Box::leak(Box::new(ours));

@@ -16,7 +16,6 @@
 
 mod cases;
 
-use bytes::Bytes;
 use cases::{
     fetch_response, heartbeat_request, heartbeat_response, join_group_request, join_group_response,
     metadata_response,
@@ -34,17 +33,7 @@ where
     M: Message + PartialEq + Debug,
     T: Encodable + Decodable,
 {
-    let frame = Bytes::from(ours.to_bytes(version).expect("our encoding"));
-    let theirs = T::decode(&mut frame.clone(), version).expect("kafka-protocol decodes our encoding");
-    let mut again = Vec::new();
-    theirs
-        .encode(&mut again, version)
-        .expect("kafka-protocol encoding");
-    assert!(
-        again == frame,
-        "{name}: kafka-protocol re-encodes our bytes differently"
-    );
-    assert_eq!(M::from_bytes(frame.clone(), version).expect("our decoding"), ours);
+    let (frame, theirs) = cases::checked_frame::<M, T>(name, version, &ours);
 
     let mut group = c.benchmark_group(format!("{name}-encode"));
     group.throughput(Throughput::Bytes(frame.len() as u64));

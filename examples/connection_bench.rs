@@ -18,15 +18,9 @@ use kafka_group::{Client, KafkaCode};
 use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let heartbeats = args.first().copied().unwrap_or(10_000);
-    let connects = args.get(1).copied().unwrap_or(200);
+    let [heartbeats, connects] = support::numeric_args([10_000, 200]);
     let kafka = support::LocalKafka::get("connection-bench")?;
     run(&kafka.bootstrap, heartbeats, connects)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 fn report(name: &str, mut samples: Vec<Duration>) {
@@ -35,8 +29,8 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     println!(
         "{name:<28} n={:<6} p50={:>9.1?} p99={:>9.1?} mean={:>9.1?} max={:>9.1?}",
         samples.len(),
-        percentile(&samples, 0.50),
-        percentile(&samples, 0.99),
+        support::percentile(&samples, 0.50),
+        support::percentile(&samples, 0.99),
         mean,
         samples[samples.len() - 1]
     );
@@ -78,7 +72,7 @@ fn run(
         conn.version(ApiKey::Heartbeat)?
     );
     let hb = HeartbeatRequest {
-        group_id: group.clone().into(),
+        group_id: group.into(),
         generation_id: generation,
         member_id: member_id.into(),
         ..Default::default()
@@ -108,7 +102,7 @@ fn join(
             group_id: group.into(),
             session_timeout_ms: 30_000,
             rebalance_timeout_ms: 30_000,
-            member_id: member_id.clone().into(),
+            member_id: member_id.as_str().into(),
             protocol_type: "consumer".into(),
             protocols: vec![JoinGroupRequestProtocol {
                 name: "range".into(),

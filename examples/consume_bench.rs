@@ -25,9 +25,7 @@ const PARTITIONS: i32 = 3;
 const BATCH_SIZE: usize = 256 * 1024;
 
 fn main() -> Result<(), BoxError> {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let records = args.first().copied().unwrap_or(1_000_000);
-    let value_size = args.get(1).copied().unwrap_or(100);
+    let [records, value_size] = support::numeric_args([1_000_000, 100]);
     let kafka = support::LocalKafka::get("consume-bench")?;
     let client = Client::builder()
         .bootstrap_servers(&kafka.bootstrap)
@@ -41,7 +39,7 @@ fn main() -> Result<(), BoxError> {
     );
     for compression in [Compression::None, Compression::Lz4] {
         let name = format!("{compression:?}").to_lowercase();
-        let topic = unique(&format!("consume-bench-{name}"));
+        let topic = support::unique_name(&format!("consume-bench-{name}"));
         Admin::new(&client)
             .create_topics(&[NewTopic::new(&topic, PARTITIONS, 1)], Duration::from_secs(30))?;
         let produced = produce(&client, &topic, &values, compression)?;
@@ -61,16 +59,6 @@ fn report(label: &str, elapsed: Duration, records: usize, bytes: usize) {
         bytes as f64 / secs / 1e6,
         records as f64 / secs,
     );
-}
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    )
 }
 
 /// Sends every value and flushes; the time from the first `send` to the return of `flush`.
@@ -101,7 +89,7 @@ fn produce(
 /// the time is scaled to all of them from the rest.
 fn consume(client: &Client, topic: &str, records: usize) -> Result<(Duration, usize), BoxError> {
     let mut consumer = client
-        .consumer(&unique("consume-bench"))
+        .consumer(&support::unique_name("consume-bench"))
         .subscribe([topic])
         .auto_offset_reset(OffsetReset::Earliest)
         .enable_auto_commit(false)

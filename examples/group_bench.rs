@@ -33,17 +33,13 @@ fn main() -> Result<(), BoxError> {
     result
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
-}
-
 fn report(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
     println!(
         "{name:<44} n={:<5} p50={:>8.2?} p99={:>8.2?} min={:>8.2?} max={:>8.2?}",
         samples.len(),
-        percentile(&samples, 0.5),
-        percentile(&samples, 0.99),
+        support::percentile(&samples, 0.5),
+        support::percentile(&samples, 0.99),
         samples[0],
         samples[samples.len() - 1]
     );
@@ -57,11 +53,7 @@ fn client(bootstrap: &str) -> Result<Client, BoxError> {
 }
 
 fn topic(client: &Client, partitions: i32) -> Result<String, BoxError> {
-    let name = format!(
-        "group-bench-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    );
+    let name = support::unique_name("group-bench");
     Admin::new(client).create_topics(&[NewTopic::new(&name, partitions, 1)], Duration::from_secs(30))?;
     Ok(name)
 }

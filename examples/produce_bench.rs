@@ -21,9 +21,7 @@ use std::time::{Duration, Instant};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), BoxError> {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let records = args.first().copied().unwrap_or(1_000_000);
-    let value_size = args.get(1).copied().unwrap_or(100);
+    let [records, value_size] = support::numeric_args([1_000_000, 100]);
     let kafka = support::LocalKafka::get("produce-bench")?;
     let client = Client::builder()
         .bootstrap_servers(&kafka.bootstrap)
@@ -48,15 +46,8 @@ fn run(
     compression: Compression,
     batch_size: usize,
 ) -> Result<(), BoxError> {
-    let topic = format!(
-        "produce-bench-{}-{:?}-{batch_size}-{}",
-        std::process::id(),
-        compression,
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    )
-    .to_lowercase();
+    let name = format!("{compression:?}").to_lowercase();
+    let topic = support::unique_name(&format!("produce-bench-{name}-{batch_size}"));
     Admin::new(client).create_topics(&[NewTopic::new(&topic, 3, 1)], Duration::from_secs(30))?;
     let mut producer = client
         .producer()
@@ -77,9 +68,7 @@ fn run(
     let bytes: usize = values.iter().map(Bytes::len).sum();
     let secs = elapsed.as_secs_f64();
     println!(
-        "{:<5} batch.size={:>6}: {:>8.2?}  {:>7.1} MB/s  {:>9.0} records/s  ({batches} batches)",
-        format!("{compression:?}").to_lowercase(),
-        batch_size,
+        "{name:<5} batch.size={batch_size:>6}: {:>8.2?}  {:>7.1} MB/s  {:>9.0} records/s  ({batches} batches)",
         elapsed,
         bytes as f64 / secs / 1e6,
         values.len() as f64 / secs,

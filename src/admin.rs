@@ -228,13 +228,7 @@ impl Admin {
                 Ok(resp
                     .topics
                     .into_iter()
-                    .map(|t| {
-                        (
-                            Some(t.name.into()),
-                            KafkaCode::from_code(t.error_code),
-                            t.error_message.map(Into::into),
-                        )
-                    })
+                    .map(|t| (Some(t.name), t.error_code, t.error_message))
                     .collect())
             },
         )?;
@@ -275,13 +269,7 @@ impl Admin {
                 Ok(resp
                     .results
                     .into_iter()
-                    .map(|r| {
-                        (
-                            Some(r.name.into()),
-                            KafkaCode::from_code(r.error_code),
-                            r.error_message.map(Into::into),
-                        )
-                    })
+                    .map(|r| (Some(r.name), r.error_code, r.error_message))
                     .collect())
             },
         )?;
@@ -315,13 +303,7 @@ impl Admin {
                 Ok(resp
                     .responses
                     .into_iter()
-                    .map(|t| {
-                        (
-                            t.name.map(Into::into),
-                            KafkaCode::from_code(t.error_code),
-                            t.error_message.map(Into::into),
-                        )
-                    })
+                    .map(|t| (t.name, t.error_code, t.error_message))
                     .collect())
             },
         )?;
@@ -334,9 +316,9 @@ impl Admin {
     /// group id).
     pub fn list_groups(&self) -> Result<Vec<ListedGroup>> {
         let deadline = Instant::now() + self.api_timeout;
-        let brokers = self.client.refresh_metadata(Some(&[]))?.brokers.clone();
+        let meta = self.client.refresh_metadata(Some(&[]))?;
         let mut groups = BTreeMap::new();
-        for &id in brokers.keys() {
+        for &id in meta.brokers.keys() {
             let listed =
                 self.retry_coordinator_errors(deadline, &format!("ListGroups on broker {id}"), || {
                     let resp = self.client.send_to(id, |_| ListGroupsRequest::default())?;
@@ -397,13 +379,8 @@ impl Admin {
             let broker_versions = self.client.broker_versions(coordinator.id)?;
             versions::check(&REMOVE_MEMBERS_BY_INSTANCE_ID, &broker_versions)?;
             // The broker could do it, but a configured version cap may keep us below v3.
-            let cap = self
-                .client
-                .connection_config()
-                .version_caps
-                .get(&ApiKey::LeaveGroup.key())
-                .copied();
-            if versions::pick(ApiKey::LeaveGroup, &broker_versions, cap)? < 3 {
+            let config = self.client.connection_config();
+            if config.pick_version(ApiKey::LeaveGroup, &broker_versions)? < 3 {
                 return Err(Error::Config {
                     property: "max_api_version",
                     problem: format!(
@@ -435,66 +412,65 @@ impl Admin {
         let topics: BTreeSet<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
         let topics: Vec<&str> = topics.into_iter().collect();
         while !left.is_empty() {
-            let mut problem = None;
-            match self.client.refresh_metadata(Some(&topics)) {
-                Ok(meta) => {
-                    let (by_leader, unled) = by_leader(&meta, &left, spec.timestamp())?;
-                    if let Some(tp) = unled {
-                        problem = Some(format!("{tp}: no leader"));
-                    }
-                    for (leader, targets) in by_leader {
-                        match self.list_offsets_at(leader, &targets, spec) {
-                            Ok(answers) => {
-                                for (tp, answer) in answers {
-                                    match answer {
-                                        Ok(offset) if left.remove(&tp) => {
-                                            found.insert(tp, offset);
-                                        }
-                                        Ok(_) => {}
-                                        Err(code) if offset_retriable(code) => {
-                                            problem = Some(format!("{tp}: {code}"));
-                                        }
-                                        Err(code) => {
-                                            return Err(kafka_error(
-                                                ApiKey::ListOffsets,
-                                                code,
-                                                &tp.to_string(),
-                                                None,
-                                            ))
-                                        }
-                                    }
-                                }
-                            }
-                            Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
-                                problem = Some(format!("broker {leader}: {e}"));
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
-                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
-                    problem = Some(format!("metadata: {e}"));
-                }
+            // The round handles unreachable leaders itself; an unreachable error here is the
+            // metadata refresh's.
+            let problem = match self.list_offsets_round(&topics, &mut left, &mut found, spec) {
+                Ok(problem) => problem,
+                Err(e) if e.is_unreachable() => Some(format!("metadata: {e}")),
                 Err(e) => return Err(e),
-            }
+            };
             if left.is_empty() {
                 break;
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::Timeout {
-                    which: Timeout::Retries,
-                    addr: format!(
-                        "ListOffsets for {} partitions ({})",
-                        left.len(),
-                        problem.unwrap_or_else(|| "no answer".into())
-                    ),
-                });
-            }
+            let left_time = time_left(deadline, || {
+                format!(
+                    "ListOffsets for {} partitions ({})",
+                    left.len(),
+                    problem.as_deref().unwrap_or("no answer")
+                )
+            })?;
             log::debug!("ListOffsets: {problem:?}; retrying");
-            std::thread::sleep(self.client.retry_backoff().min(deadline - now));
+            std::thread::sleep(self.client.retry_backoff().min(left_time));
         }
         Ok(found)
+    }
+
+    /// One ListOffsets to each leader of the partitions still `left`, moving those answered to
+    /// `found`. Returns what held a partition back (no leader, an unreachable leader, a
+    /// retriable code), if anything.
+    fn list_offsets_round(
+        &self,
+        topics: &[&str],
+        left: &mut BTreeSet<TopicPartition>,
+        found: &mut BTreeMap<TopicPartition, i64>,
+        spec: OffsetSpec,
+    ) -> Result<Option<String>> {
+        let meta = self.client.refresh_metadata(Some(topics))?;
+        let (by_leader, unled) = by_leader(&meta, left, spec.timestamp())?;
+        let mut problem = unled.map(|tp| format!("{tp}: no leader"));
+        for (leader, targets) in by_leader {
+            let answers = match self.list_offsets_at(leader, &targets, spec) {
+                Ok(answers) => answers,
+                Err(e) if e.is_unreachable() => {
+                    problem = Some(format!("broker {leader}: {e}"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for (tp, answer) in answers {
+                match answer {
+                    Ok(offset) if left.remove(&tp) => {
+                        found.insert(tp, offset);
+                    }
+                    Ok(_) => {}
+                    // Leader moves, a topic the leader does not know yet, OFFSET_NOT_AVAILABLE
+                    // during a leader election: all retriable in Kafka's table.
+                    Err(code) if code.is_retriable() => problem = Some(format!("{tp}: {code}")),
+                    Err(code) => return Err(kafka_error(ApiKey::ListOffsets, code, &tp.to_string(), None)),
+                }
+            }
+        }
+        Ok(problem)
     }
 
     /// One ListOffsets to `leader`: per partition the offset or the error code.
@@ -536,15 +512,10 @@ impl Admin {
         // Filled only if the coordinator turns out to be that old.
         let mut assigned: Option<Vec<TopicPartition>> = None;
         self.with_coordinator(group, |coordinator| {
-            let version = versions::pick(
-                ApiKey::OffsetFetch,
-                &self.client.broker_versions(coordinator.id)?,
-                self.client
-                    .connection_config()
-                    .version_caps
-                    .get(&ApiKey::OffsetFetch.key())
-                    .copied(),
-            )?;
+            let version = self
+                .client
+                .connection_config()
+                .pick_version(ApiKey::OffsetFetch, &self.client.broker_versions(coordinator.id)?)?;
             let named = if version < 2 {
                 if assigned.is_none() {
                     assigned = Some(self.assigned_partitions(group)?);
@@ -627,15 +598,9 @@ impl Admin {
         loop {
             match call() {
                 Err(e) if e.is_coordinator_transient() => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Err(Error::Timeout {
-                            which: Timeout::Retries,
-                            addr: format!("{what}: {e}"),
-                        });
-                    }
+                    let left = time_left(deadline, || format!("{what}: {e}"))?;
                     log::debug!("{what}: {e}; retrying");
-                    std::thread::sleep(self.client.retry_backoff().min(deadline - now));
+                    std::thread::sleep(self.client.retry_backoff().min(left));
                 }
                 other => return other,
             }
@@ -680,24 +645,22 @@ impl Admin {
                         message,
                     });
                 };
-                match *code {
+                match KafkaCode::from_code(*code) {
                     KafkaCode::None => {}
                     c if accept(c) => log::debug!("{}: topic {name}: {c}, accepted", api.name()),
                     KafkaCode::NotController => retry.push(name),
-                    c => return Err(kafka_error(api, c, &format!("topic {name}"), message.clone())),
+                    c => {
+                        let message = message.as_deref().map(String::from);
+                        return Err(kafka_error(api, c, &format!("topic {name}"), message));
+                    }
                 }
             }
             if !retry.is_empty() {
-                let now = Instant::now();
-                if now >= deadline {
-                    let what = format!("{}({}): the controller kept moving", api.name(), retry.join(","));
-                    return Err(Error::Timeout {
-                        which: Timeout::Retries,
-                        addr: what,
-                    });
-                }
+                let left = time_left(deadline, || {
+                    format!("{}({}): the controller kept moving", api.name(), retry.join(","))
+                })?;
                 log::debug!("{}: NOT_CONTROLLER for {retry:?}; resending", api.name());
-                std::thread::sleep(self.client.retry_backoff().min(deadline - now));
+                std::thread::sleep(self.client.retry_backoff().min(left));
             }
             pending = retry;
         }
@@ -727,21 +690,17 @@ impl Admin {
             let last_error = match self.every_broker_shows(topics, &ready) {
                 Ok(true) => break,
                 Ok(false) => None,
-                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => Some(e),
+                Err(e) if e.is_unreachable() => Some(e),
                 Err(e) => return Err(e),
             };
-            let now = Instant::now();
-            if now >= deadline {
+            let left = time_left(deadline, || {
                 let mut addr = format!("{what} ({})", topics.join(","));
                 if let Some(e) = last_error {
                     addr.push_str(&format!("; last error: {e}"));
                 }
-                return Err(Error::Timeout {
-                    which: Timeout::Retries,
-                    addr,
-                });
-            }
-            std::thread::sleep(backoff.min(deadline - now));
+                addr
+            })?;
+            std::thread::sleep(backoff.min(left));
             backoff = (backoff * 2).min(MAX_POLL_BACKOFF);
         }
         self.client.refresh_metadata(Some(topics))?;
@@ -755,13 +714,13 @@ impl Admin {
         topics: &[&str],
         ready: &impl Fn(&MetadataResponse) -> bool,
     ) -> Result<bool> {
-        let brokers = self.client.refresh_metadata(Some(&[]))?.brokers.clone();
+        let meta = self.client.refresh_metadata(Some(&[]))?;
         let mut answered = 0;
-        for &id in brokers.keys() {
+        for &id in meta.brokers.keys() {
             match self.client.send_to(id, |v| metadata_request(Some(topics), v)) {
                 Ok(resp) if ready(&resp) => answered += 1,
                 Ok(_) => return Ok(false),
-                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                Err(e) if e.is_unreachable() => {
                     log::debug!("broker {id} unreachable while polling metadata: {e}");
                 }
                 Err(e) => return Err(e),
@@ -771,10 +730,21 @@ impl Admin {
     }
 }
 
-/// `(topic name, error code, error message)` from a per-topic response.
-type TopicOutcome = (Option<String>, KafkaCode, Option<String>);
+/// `(topic name, error code, error message)` as a per-topic response carries them.
+type TopicOutcome = (Option<KafkaStr>, i16, Option<KafkaStr>);
 
-/// Whether `e` says the group's coordinator is moving, loading or unreachable.
+/// What is left before `deadline`, or, once it has passed, the retries timeout naming `what`.
+fn time_left(deadline: Instant, what: impl FnOnce() -> String) -> Result<Duration> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(Error::Timeout {
+            which: Timeout::Retries,
+            addr: what(),
+        });
+    }
+    Ok(deadline - now)
+}
+
 /// A broker error for one item, with the item (`topic x`, `group g`) leading the message.
 fn kafka_error(api: ApiKey, code: KafkaCode, what: &str, message: Option<String>) -> Error {
     let message = match message.filter(|m| !m.is_empty()) {
@@ -814,8 +784,6 @@ fn create_topics_request(topics: &[&NewTopic], timeout_ms: i32) -> CreateTopicsR
     }
 }
 
-/// DeleteTopics: names as plain strings up to v5; v6 (KIP-516) lists `{name, topic id}`
-/// pairs, where a nil id means "by name".
 fn create_partitions_request(topics: &[(&str, i32)], timeout_ms: i32) -> CreatePartitionsRequest {
     CreatePartitionsRequest {
         topics: topics
@@ -833,6 +801,8 @@ fn create_partitions_request(topics: &[(&str, i32)], timeout_ms: i32) -> CreateP
     }
 }
 
+/// DeleteTopics: names as plain strings up to v5; v6 (KIP-516) lists `{name, topic id}`
+/// pairs, where a nil id means "by name".
 fn delete_topics_request(names: &[&str], timeout_ms: i32, version: i16) -> DeleteTopicsRequest {
     if version >= 6 {
         DeleteTopicsRequest {
@@ -951,9 +921,8 @@ fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupD
     })
 }
 
-/// A `ConsumerProtocolAssignment` behind its `i16` version prefix. Later versions only append
-/// fields, so one newer than the client knows is read as the newest known one and its extra
-/// bytes are ignored, as the Java consumer does.
+/// Each instance id's outcome from a LeaveGroup answer, in the order asked; an id the answer
+/// leaves out counts as `UNKNOWN_SERVER_ERROR`. A group-level error fails the whole call.
 fn member_outcomes(
     group: &str,
     instance_ids: &[&str],
@@ -1025,19 +994,6 @@ fn by_leader(
         }
     }
     Ok((out, unled))
-}
-
-/// ListOffsets partition errors that a metadata refresh and another try can fix.
-fn offset_retriable(code: KafkaCode) -> bool {
-    code.is_retriable()
-        || code.needs_metadata_refresh()
-        || matches!(
-            code,
-            KafkaCode::NotLeaderOrFollower
-                | KafkaCode::LeaderNotAvailable
-                | KafkaCode::UnknownTopicOrPartition
-                | KafkaCode::OffsetNotAvailable
-        )
 }
 
 /// OffsetFetch for everything `group` committed: the consumer's request with the topic list

@@ -304,9 +304,10 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these locks cannot leave the data half-updated (each
-    // critical section is a single assignment or map operation), so the poison flag is noise.
+/// Locks `m`, ignoring poison: a panic while holding one of these locks cannot leave the data
+/// half-updated (each critical section is a single assignment, map operation or set of counter
+/// updates), so the poison flag is noise.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -367,7 +368,7 @@ impl Client {
         for t in self.targets() {
             match self.send_target(t, &build) {
                 Ok(r) => return Ok(r),
-                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                Err(e) if e.is_unreachable() => {
                     log::debug!("{t:?} unusable ({e}); trying the next broker");
                     last = e;
                 }
@@ -504,17 +505,8 @@ impl Client {
     pub fn find_coordinator(&self, group: &str) -> Result<Broker> {
         let deadline = Instant::now() + self.inner.api_timeout;
         loop {
-            let resp: Result<FindCoordinatorResponse> =
-                self.send_any(|version| find_coordinator_request(group, version));
-            let outcome = match resp {
-                Ok(r) => coordinator_from(group, r),
-                Err(e) => Err(e),
-            };
-            match outcome {
-                Ok(b) => {
-                    self.remember_broker(&b);
-                    return Ok(b);
-                }
+            match self.lookup_coordinator(group) {
+                Ok(b) => return Ok(b),
                 Err(e) if e.is_coordinator_transient() && Instant::now() < deadline => {
                     log::debug!("group {group}: coordinator lookup: {e}; retrying");
                     std::thread::sleep(
@@ -642,7 +634,7 @@ pub(crate) fn find_coordinator_request(group: &str, version: i16) -> FindCoordin
         }
     } else {
         FindCoordinatorRequest {
-            key: group.to_string().into(),
+            key: group.into(),
             ..Default::default()
         }
     }

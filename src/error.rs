@@ -5,6 +5,7 @@
 //! written for an operator reading a log.
 
 use crate::group::TopicPartition;
+use crate::net::releases;
 use crate::protocol::{ApiKey, DecodeError, EncodeError, VersionRange};
 use crate::KafkaCode;
 use std::fmt;
@@ -199,7 +200,7 @@ impl fmt::Display for Error {
             Error::MissingCapability { capability, missing, since_release, broker_release } => {
                 write!(f, "{capability} is not supported by this broker")?;
                 if let Some(r) = broker_release {
-                    write!(f, " (its API versions match Kafka {})", release_number(r))?;
+                    write!(f, " (its API versions match Kafka {})", releases::number(r))?;
                 }
                 f.write_str(": ")?;
                 for (i, m) in missing.iter().enumerate() {
@@ -212,7 +213,7 @@ impl fmt::Display for Error {
                     }
                 }
                 if let Some(r) = since_release {
-                    write!(f, "; it needs Kafka {} or newer", release_number(r))?;
+                    write!(f, "; it needs Kafka {} or newer", releases::number(r))?;
                 }
                 Ok(())
             }
@@ -255,11 +256,6 @@ impl fmt::Display for Error {
     }
 }
 
-/// `zk-2.3` → `2.3`: operators know releases by number; the mode prefix is table bookkeeping.
-fn release_number(name: &str) -> &str {
-    name.split_once('-').map_or(name, |(_, v)| v)
-}
-
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -289,6 +285,12 @@ impl Error {
         }
     }
 
+    /// Whether the broker could not be reached or its connection broke: another broker, or
+    /// the same one later, may answer.
+    pub(crate) fn is_unreachable(&self) -> bool {
+        self.breaks_connection() || matches!(self, Error::NoBroker(_))
+    }
+
     /// Whether a request to a group coordinator failed only because the coordinator is moving,
     /// loading or unreachable: find it again and retry. The one rule the client, members and
     /// admin calls share.
@@ -300,8 +302,7 @@ impl Error {
                     | KafkaCode::CoordinatorLoadInProgress
                     | KafkaCode::NotCoordinator
             ),
-            Error::NoBroker(_) => true,
-            other => other.breaks_connection(),
+            other => other.is_unreachable(),
         }
     }
 }

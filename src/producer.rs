@@ -761,7 +761,7 @@ fn produce_request(acks: Acks, timeout_ms: i32, batches: &[(TopicPartition, Byte
         match topic_data.iter_mut().find(|t| t.name == tp.topic) {
             Some(t) => t.partition_data.push(partition),
             None => topic_data.push(TopicProduceData {
-                name: tp.topic.clone().into(),
+                name: (&tp.topic).into(),
                 partition_data: vec![partition],
                 ..Default::default()
             }),
@@ -820,8 +820,8 @@ enum Outcome {
 
 fn produce_error(tp: &TopicPartition, code: KafkaCode, message: Option<String>) -> Error {
     let detail = match message.filter(|m| !m.is_empty()) {
-        Some(m) => format!("{}-{}: {m}", tp.topic, tp.partition),
-        None => format!("{}-{}", tp.topic, tp.partition),
+        Some(m) => format!("{tp}: {m}"),
+        None => tp.to_string(),
     };
     Error::Kafka {
         api: ApiKey::Produce,
@@ -904,6 +904,14 @@ struct Work {
 /// The answer to one request: the response (`None` for `acks=0`) or the error that stopped it.
 type Sent = (Vec<TopicPartition>, Result<Option<ProduceResponse>>);
 
+/// Logs a batch's final failure and keeps it if it is the first.
+fn note_failure(e: Error, first: &mut Option<Error>) {
+    log::warn!("producer: {e}");
+    if first.is_none() {
+        *first = Some(e);
+    }
+}
+
 /// Sends a broker's requests one after the other; after a broken connection the rest are
 /// reported as failed with a copy of that error, not sent.
 fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
@@ -930,7 +938,7 @@ fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
             client.send_to(work.leader, check).map(Some)
         };
         if let Err(e) = &result {
-            if e.breaks_connection() || matches!(e, Error::NoBroker(_)) {
+            if e.is_unreachable() {
                 broken = Some(format!("broker {}: {e}", work.leader));
             }
         }
@@ -1043,7 +1051,7 @@ impl Producer {
     fn add_topic(&mut self, topic: &str) -> Result<()> {
         let deadline = Instant::now() + self.config.max_block;
         loop {
-            let outcome: Result<()> = match self.client.refresh_metadata(Some(&[topic])) {
+            let e = match self.client.refresh_metadata(Some(&[topic])) {
                 Ok(meta) => {
                     self.metadata_at = Some(Instant::now());
                     match meta.topics.get(topic) {
@@ -1052,31 +1060,27 @@ impl Producer {
                             self.acc.update(&meta);
                             return Ok(());
                         }
-                        Some(t) => {
-                            let code = if t.error.is_error() {
+                        Some(t) => Error::Kafka {
+                            api: ApiKey::Metadata,
+                            code: if t.error.is_error() {
                                 t.error
                             } else {
                                 KafkaCode::LeaderNotAvailable
-                            };
-                            Err(Error::Kafka {
-                                api: ApiKey::Metadata,
-                                code,
-                                message: Some(format!("topic {topic}")),
-                            })
-                        }
-                        None => Err(Error::Kafka {
+                            },
+                            message: Some(format!("topic {topic}")),
+                        },
+                        None => Error::Kafka {
                             api: ApiKey::Metadata,
                             code: KafkaCode::UnknownTopicOrPartition,
                             message: Some(format!("topic {topic}: not in the metadata response")),
-                        }),
+                        },
                     }
                 }
-                Err(e) => Err(e),
+                Err(e) => e,
             };
-            let Err(e) = outcome else { return Ok(()) };
             let retriable = match &e {
                 Error::Kafka { code, .. } => code.is_retriable(),
-                other => other.breaks_connection() || matches!(other, Error::NoBroker(_)),
+                other => other.is_unreachable(),
             };
             if !retriable || Instant::now() >= deadline {
                 return Err(e);
@@ -1094,8 +1098,7 @@ impl Producer {
     /// Refreshes the metadata of every topic with pending records; a failure is logged and the
     /// old metadata kept (the next round retries).
     fn refresh(&mut self) {
-        let names: Vec<String> = self.acc.topics.keys().cloned().collect();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let names: Vec<&str> = self.acc.topics.keys().map(String::as_str).collect();
         match self.client.refresh_metadata(Some(&names)) {
             Ok(meta) => {
                 self.metadata_at = Some(Instant::now());
@@ -1109,12 +1112,6 @@ impl Producer {
     /// is left. Returns the first error a batch failed with, after all the others are done.
     fn ship(&mut self, only_closed: bool) -> Result<()> {
         let mut first: Option<Error> = None;
-        let fail = |e: Error, first: &mut Option<Error>| {
-            log::warn!("producer: {e}");
-            if first.is_none() {
-                *first = Some(e);
-            }
-        };
         loop {
             if !self
                 .metadata_at
@@ -1127,14 +1124,12 @@ impl Producer {
                 let last = b
                     .last_error
                     .map_or_else(|| "never acknowledged".to_string(), |e| e.to_string());
-                fail(
+                note_failure(
                     Error::Timeout {
                         which: Timeout::Retries,
                         addr: format!(
-                            "Produce of {} record(s) to {}-{}: delivery.timeout.ms ({} ms) passed after {} attempt(s); last error: {last}",
+                            "Produce of {} record(s) to {tp}: delivery.timeout.ms ({} ms) passed after {} attempt(s); last error: {last}",
                             b.records.len(),
-                            tp.topic,
-                            tp.partition,
                             self.config.delivery_timeout.as_millis(),
                             b.attempts
                         ),
@@ -1163,7 +1158,7 @@ impl Producer {
             let (works, refused, unreachable) = self.prepare(plan);
             for (tp, e) in refused {
                 self.acc.pop(&tp);
-                fail(e, &mut first);
+                note_failure(e, &mut first);
             }
             let mut refresh = leaderless;
             for (tp, why) in unreachable {
@@ -1191,7 +1186,7 @@ impl Producer {
                             self.settle(tp, Outcome::Acked(-1), &mut first);
                         }
                     }
-                    Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                    Err(e) if e.is_unreachable() => {
                         for tp in &tps {
                             refresh |= self.settle(
                                 tp,
@@ -1209,7 +1204,7 @@ impl Producer {
                         for tp in &tps {
                             self.acc.pop(tp);
                         }
-                        fail(e, &mut first);
+                        note_failure(e, &mut first);
                     }
                 }
             }
@@ -1223,12 +1218,6 @@ impl Producer {
 
     /// Applies one partition's outcome; returns whether the metadata should be refreshed.
     fn settle(&mut self, tp: &TopicPartition, outcome: Outcome, first: &mut Option<Error>) -> bool {
-        let record = |e: Error, first: &mut Option<Error>| {
-            log::warn!("producer: {e}");
-            if first.is_none() {
-                *first = Some(e);
-            }
-        };
         match outcome {
             Outcome::Acked(base) => {
                 if self.acc.pop(tp).is_some() && base >= 0 {
@@ -1238,7 +1227,7 @@ impl Producer {
             }
             Outcome::Failed(e) => {
                 self.acc.pop(tp);
-                record(e, first);
+                note_failure(e, first);
                 false
             }
             Outcome::Retry { refresh, error } => {
@@ -1248,12 +1237,7 @@ impl Producer {
                     return refresh;
                 };
                 b.attempts += 1;
-                log::debug!(
-                    "producer: {}-{} attempt {} failed: {error}; retrying",
-                    tp.topic,
-                    tp.partition,
-                    b.attempts
-                );
+                log::debug!("producer: {tp} attempt {} failed: {error}; retrying", b.attempts);
                 if b.attempts > retries {
                     let attempts = b.attempts;
                     let e = match error {
@@ -1261,13 +1245,12 @@ impl Producer {
                         LastError::Other(m) => Error::Timeout {
                             which: Timeout::Retries,
                             addr: format!(
-                                "Produce to {}-{}: {attempts} attempt(s) failed ({retries} retries allowed); last error: {m}",
-                                tp.topic, tp.partition
+                                "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed); last error: {m}"
                             ),
                         },
                     };
                     self.acc.pop(tp);
-                    record(e, first);
+                    note_failure(e, first);
                     return false;
                 }
                 b.retry_at = Some(Instant::now() + backoff);
@@ -1294,7 +1277,7 @@ impl Producer {
                 .and_then(|bv| versions::pick(ApiKey::Produce, &bv, cap).map(|v| (v, bv)));
             let (version, bv) = match versions {
                 Ok(v) => v,
-                Err(e) if e.breaks_connection() || matches!(e, Error::NoBroker(_)) => {
+                Err(e) if e.is_unreachable() => {
                     let why = e.to_string();
                     unreachable.extend(tps.into_iter().map(|tp| (tp, why.clone())));
                     continue;
@@ -1305,12 +1288,9 @@ impl Producer {
                     let message = e.to_string();
                     let mut original = Some(e);
                     for tp in tps {
-                        let e = original.take().unwrap_or_else(|| {
-                            Error::NoBroker(format!(
-                                "{}-{}: broker {leader}: {message}",
-                                tp.topic, tp.partition
-                            ))
-                        });
+                        let e = original
+                            .take()
+                            .unwrap_or_else(|| Error::NoBroker(format!("{tp}: broker {leader}: {message}")));
                         refused.push((tp, e));
                     }
                     continue;
@@ -1385,10 +1365,7 @@ fn encode_batch(
     records::encode(&b.records, compression, magic).map_err(|e| Error::Kafka {
         api: ApiKey::Produce,
         code: KafkaCode::UnsupportedForMessageFormat,
-        message: Some(format!(
-            "{}-{}: cannot encode records as magic {magic}: {e}",
-            tp.topic, tp.partition
-        )),
+        message: Some(format!("{tp}: cannot encode records as magic {magic}: {e}")),
     })
 }
 

@@ -1,17 +1,45 @@
 //! The messages the codec benchmarks (`codecs`, `codec_ratios`) encode and decode: one module
 //! shared by both so that they measure the same inputs.
-//!
-//! String fields are built with `.into()` (also from `format!`) so that the builders compile
-//! whatever string type the generated messages use; while that type is `String` the conversion
-//! is the identity, which clippy would otherwise flag.
-#![allow(clippy::useless_conversion)]
 
 use bytes::Bytes;
 use kafka_group::protocol::messages::{
     fetch_response, join_group_request, join_group_response, metadata_response, FetchResponse,
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, MetadataResponse,
 };
-use kafka_group::protocol::Uuid;
+use kafka_group::protocol::{Message, Segments, Uuid};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use std::fmt::Debug;
+
+/// Our encoding of `ours` and kafka-protocol's decoding of it, after checking, before anything is
+/// timed, that both libraries agree: kafka-protocol writes our bytes back byte for byte, we
+/// decode them back to `ours`, and encoding into `Segments` gives the same frame.
+pub fn checked_frame<M, T>(name: &str, version: i16, ours: &M) -> (Bytes, T)
+where
+    M: Message + PartialEq + Debug,
+    T: Encodable + Decodable,
+{
+    let frame = Bytes::from(ours.to_bytes(version).expect("our encoding"));
+    let theirs = T::decode(&mut frame.clone(), version).expect("kafka-protocol decodes our encoding");
+    let mut again = Vec::new();
+    theirs
+        .encode(&mut again, version)
+        .expect("kafka-protocol encoding");
+    assert!(
+        again == frame,
+        "{name}: kafka-protocol re-encodes our bytes differently"
+    );
+    assert_eq!(
+        &M::from_bytes(frame.clone(), version).expect("our decoding"),
+        ours
+    );
+    let mut segments = Segments::with_capacity(frame.len());
+    ours.encode(version, &mut segments).expect("encode");
+    assert!(
+        segments.to_vec() == frame,
+        "{name}: encoding into Segments differs from encoding into a Vec"
+    );
+    (frame, theirs)
+}
 
 /// Deterministic filler so that payloads are not all zeroes (which no library treats specially,
 /// but which would make a corrupted copy harder to spot in a failed assertion).

@@ -455,7 +455,7 @@ fn fixed_width(t: &Type) -> Option<(usize, &'static str)> {
         Type::Int8 => (1, "|[b]: [u8; 1]| b as i8"),
         Type::Int16 => (2, "i16::from_be_bytes"),
         Type::Uint16 => (2, "u16::from_be_bytes"),
-        Type::Int32 => (4, "i32::from_be_bytes"),
+        // (`Int32` arrays are `Int32List`s, read by `get_int32_list`.)
         Type::Uint32 => (4, "u32::from_be_bytes"),
         Type::Int64 => (8, "i64::from_be_bytes"),
         Type::Float64 => (8, "f64::from_be_bytes"),

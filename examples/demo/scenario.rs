@@ -301,6 +301,22 @@ fn converged(members: &[&Member], partitions: i32) -> Option<i32> {
     (total == all.len() && all.len() == partitions as usize).then_some(generation?)
 }
 
+/// Waits until `members` converge (see [`converged`]) in a generation other than `old`, failing
+/// early if one of them failed; returns that generation.
+fn wait_converged(
+    what: &str,
+    members: &[&Member],
+    partitions: i32,
+    old: Option<i32>,
+) -> Result<i32, BoxError> {
+    let mut generation = None;
+    wait_until(what, STEP_TIMEOUT, members, || {
+        generation = converged(members, partitions).filter(|g| Some(*g) != old);
+        generation.is_some()
+    })?;
+    Ok(generation.unwrap_or(-1))
+}
+
 fn owners(members: &[&Member]) -> String {
     members
         .iter()
@@ -376,17 +392,12 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
     let a = Member::start(s, &group, &topic, MEMBERS[0], &tally)?;
     let mut b = Member::start(s, &group, &topic, MEMBERS[1], &tally)?;
     let c = Member::start(s, &group, &topic, MEMBERS[2], &tally)?;
-    let mut generation = None;
-    wait_until(
+    let gen = wait_converged(
         "the three members to share the partitions",
-        STEP_TIMEOUT,
         &[&a, &b, &c],
-        || {
-            generation = converged(&[&a, &b, &c], s.partitions);
-            generation.is_some()
-        },
+        s.partitions,
+        None,
     )?;
-    let gen = generation.unwrap_or(-1);
     writeln!(out, "joined in {} ms", ms(t.elapsed()))?;
     writeln!(out, "generation {gen}: {}", owners(&[&a, &b, &c]))?;
     wait_until(
@@ -488,12 +499,12 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
          demo-c had their partitions revoked (generation {gen})",
         ms(expired)
     )?;
-    let mut generation = None;
-    wait_until("demo-a and demo-c to take over", STEP_TIMEOUT, &[&a, &c], || {
-        generation = converged(&[&a, &c], s.partitions).filter(|g| *g != gen);
-        generation.is_some()
-    })?;
-    let gen_without_b = generation.unwrap_or(-1);
+    let gen_without_b = wait_converged(
+        "demo-a and demo-c to take over",
+        &[&a, &c],
+        s.partitions,
+        Some(gen),
+    )?;
     // demo-b's partitions were read by nobody from the close until now.
     let unread = t_close.elapsed();
     writeln!(
@@ -513,17 +524,12 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
         "slow restart: demo-b starts again after {} ms away",
         ms(t_start.saturating_duration_since(t_close))
     )?;
-    let mut generation = None;
-    wait_until(
+    let gen_final = wait_converged(
         "the three members to converge again",
-        STEP_TIMEOUT,
         &[&a, &b, &c],
-        || {
-            generation = converged(&[&a, &b, &c], s.partitions).filter(|g| *g != gen_without_b);
-            generation.is_some()
-        },
+        s.partitions,
+        Some(gen_without_b),
     )?;
-    let gen_final = generation.unwrap_or(-1);
     let converged_in = t_start.elapsed();
     let b_back = b
         .view()

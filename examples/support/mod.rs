@@ -1,6 +1,10 @@
-//! What the examples share: a broker to talk to.
+//! What the examples share: a broker to talk to, argument parsing, names, figures.
+
+// Each example uses the helpers it needs; the ones it does not are not dead code.
+#![allow(dead_code)]
 
 use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka");
 
@@ -55,11 +59,30 @@ impl Drop for LocalKafka {
     }
 }
 
+/// The numeric command-line arguments, each defaulting to its entry in `defaults`; arguments that
+/// are not numbers are skipped.
+pub fn numeric_args<const N: usize>(defaults: [usize; N]) -> [usize; N] {
+    let given: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    std::array::from_fn(|i| given.get(i).copied().unwrap_or(defaults[i]))
+}
+
+/// A topic or group name no earlier run used, even against a long-lived `KAFKA_BOOTSTRAP`
+/// cluster: `<prefix>-<pid>-<nanoseconds since the epoch>`.
+pub fn unique_name(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// The `p` quantile (0..=1) of `sorted`, which must not be empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
 /// Values that compress about as well as typical text-ish payloads: letters from a
 /// 16-character alphabet chosen by a xorshift generator, so lz4 has work to do but no long
 /// repeats to exploit. Built before timing, as an application would have them ready.
-// Not every example that includes this module produces records.
-#[allow(dead_code)]
 pub fn sample_values(n: usize, size: usize) -> Vec<bytes::Bytes> {
     const ALPHABET: &[u8; 16] = b"abcdefghijklmnop";
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;

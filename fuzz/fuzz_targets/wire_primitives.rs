@@ -93,6 +93,35 @@ fn fixed<T>(
     }
 }
 
+/// A varint read: on success it took at most `max` bytes and its value re-encodes to itself.
+/// Varints may arrive non-canonical (0x80 0x00 is zero), so values are compared, not bytes.
+fn varint<T: Copy + PartialEq + std::fmt::Debug>(
+    d: &mut Decoder,
+    max: usize,
+    read: fn(&mut Decoder) -> Result<T, DecodeError>,
+    put: fn(&mut Vec<u8>, T),
+) {
+    let before = d.position();
+    if let Ok(v) = read(d) {
+        assert!(d.position() - before <= max);
+        let mut w = Vec::new();
+        put(&mut w, v);
+        assert_eq!(read(&mut Decoder::new(w)), Ok(v));
+    }
+}
+
+/// An array length that was read: the promise every array decoder relies on to bound its loop
+/// and its allocation.
+fn array_len_fits(d: &Decoder, n: Option<usize>) {
+    if let Some(n) = n {
+        assert!(
+            n <= d.remaining(),
+            "array of {n} with {} bytes left",
+            d.remaining()
+        );
+    }
+}
+
 /// A length-prefixed read that succeeded: the payload is the last `len` bytes it consumed.
 fn payload_ends_read(raw: &[u8], before: usize, after: usize, payload: &[u8]) {
     assert!(after - before >= payload.len());
@@ -116,37 +145,10 @@ fn read_one(d: &mut Decoder, raw: &[u8], op: &Read) {
         Read::I64 => fixed(d, raw, 8, Decoder::get_i64, put_i64),
         Read::F64 => fixed(d, raw, 8, Decoder::get_f64, put_f64),
         Read::Uuid => fixed(d, raw, 16, Decoder::get_uuid, |b, u| put_uuid(b, &u)),
-        // Varints may arrive non-canonical (0x80 0x00 is zero), so compare values, not bytes.
-        Read::Uvarint => {
-            if let Ok(v) = d.get_uvarint() {
-                assert!(d.position() - before <= 5);
-                let mut w = Vec::new();
-                put_uvarint(&mut w, v);
-                assert_eq!(Decoder::new(w).get_uvarint(), Ok(v));
-            }
-        }
-        Read::Uvarlong => {
-            if let Ok(v) = d.get_uvarlong() {
-                assert!(d.position() - before <= 10);
-                let mut w = Vec::new();
-                put_uvarlong(&mut w, v);
-                assert_eq!(Decoder::new(w).get_uvarlong(), Ok(v));
-            }
-        }
-        Read::Varint => {
-            if let Ok(v) = d.get_varint() {
-                let mut w = Vec::new();
-                put_varint(&mut w, v);
-                assert_eq!(Decoder::new(w).get_varint(), Ok(v));
-            }
-        }
-        Read::Varlong => {
-            if let Ok(v) = d.get_varlong() {
-                let mut w = Vec::new();
-                put_varlong(&mut w, v);
-                assert_eq!(Decoder::new(w).get_varlong(), Ok(v));
-            }
-        }
+        Read::Uvarint => varint(d, 5, Decoder::get_uvarint, put_uvarint),
+        Read::Uvarlong => varint(d, 10, Decoder::get_uvarlong, put_uvarlong),
+        Read::Varint => varint(d, 5, Decoder::get_varint, put_varint),
+        Read::Varlong => varint(d, 10, Decoder::get_varlong, put_varlong),
         Read::String { compact } => {
             if let Ok(s) = d.get_string(compact) {
                 payload_ends_read(raw, before, d.position(), s.as_bytes());
@@ -178,24 +180,13 @@ fn read_one(d: &mut Decoder, raw: &[u8], op: &Read) {
                 payload_ends_read(raw, before, d.position(), &b);
             }
         }
-        // The promise every array decoder relies on to bound its loop and its allocation.
         Read::ArrayLen { compact } => {
-            if let Ok(n) = d.get_array_len(compact) {
-                assert!(
-                    n <= d.remaining(),
-                    "array of {n} with {} bytes left",
-                    d.remaining()
-                );
-            }
+            let n = d.get_array_len(compact).ok();
+            array_len_fits(d, n);
         }
         Read::NullableArrayLen { compact } => {
-            if let Ok(Some(n)) = d.get_nullable_array_len(compact) {
-                assert!(
-                    n <= d.remaining(),
-                    "array of {n} with {} bytes left",
-                    d.remaining()
-                );
-            }
+            let n = d.get_nullable_array_len(compact).ok().flatten();
+            array_len_fits(d, n);
         }
         Read::Raw(n) => {
             let n = usize::from(n);

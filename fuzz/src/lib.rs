@@ -181,41 +181,48 @@ where
 /// A checker chosen by a selector byte: `(name, check(version_byte, rest))`.
 pub type Checker = (&'static str, fn(u8, &[u8]));
 
+/// Writes one type's seeds, selector bytes first: `(selector, seeds, out)`.
+type Seeder = fn(u8, Range<u64>, &mut Vec<Seed>);
+
+/// Every seeder's seeds, each under its position in the table as selector byte (the position of
+/// its checker in the matching [`Checker`] table).
+fn seeds_of(seeders: &[Seeder], seeds: Range<u64>) -> Vec<Seed> {
+    let mut out = Vec::new();
+    for (index, seeder) in seeders.iter().enumerate() {
+        seeder(index as u8, seeds.clone(), &mut out);
+    }
+    out
+}
+
 macro_rules! responses {
     ($($m:ident),* $(,)?) => {
         /// Every decoder of bytes a broker (or another group member) sends.
         pub const RESPONSES: &[Checker] = &[$((stringify!($m), check_picked::<$m> as fn(u8, &[u8]))),*];
-
-        /// Seeds for `decode_responses`: selector bytes, then a sample encoding.
-        pub fn response_seeds(seeds: Range<u64>) -> Vec<Seed> {
-            let mut out = Vec::new();
-            let mut index = 0u8;
-            $( message_seeds::<$m>(index, seeds.clone(), &mut out); index += 1; )*
-            let _ = index;
-            out
-        }
+        const RESPONSE_SEEDERS: &[Seeder] = &[$(message_seeds::<$m> as Seeder),*];
     };
 }
 
 kafka_group::for_each_received!(responses);
 
+/// Seeds for `decode_responses`: selector bytes, then a sample encoding.
+pub fn response_seeds(seeds: Range<u64>) -> Vec<Seed> {
+    seeds_of(RESPONSE_SEEDERS, seeds)
+}
+
 macro_rules! apis {
     ($($r:ident),* $(,)?) => {
         /// Every API, by request type: a frame is decoded as that API's response.
         pub const APIS: &[Checker] = &[$((stringify!($r), check_frame_picked::<$r> as fn(u8, &[u8]))),*];
-
-        /// Seeds for `decode_frame`: selector bytes, then a sample header and body.
-        pub fn api_seeds(seeds: Range<u64>) -> Vec<Seed> {
-            let mut out = Vec::new();
-            let mut index = 0u8;
-            $( frame_seeds::<$r>(index, seeds.clone(), &mut out); index += 1; )*
-            let _ = index;
-            out
-        }
+        const API_SEEDERS: &[Seeder] = &[$(frame_seeds::<$r> as Seeder),*];
     };
 }
 
 kafka_group::for_each_request!(apis);
+
+/// Seeds for `decode_frame`: selector bytes, then a sample header and body.
+pub fn api_seeds(seeds: Range<u64>) -> Vec<Seed> {
+    seeds_of(API_SEEDERS, seeds)
+}
 
 /// Runs the checker a selector byte picks on the rest of the input.
 pub fn dispatch(table: &[Checker], data: &[u8]) {

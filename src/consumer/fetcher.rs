@@ -115,7 +115,7 @@ pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSett
         if version > LAST_VERSION_WITH_NAMES {
             topic.topic_id = t.topic_id;
         } else {
-            topic.topic = t.tp.topic.clone().into();
+            topic.topic = (&t.tp.topic).into();
         }
         topics.push(topic);
     }
@@ -161,24 +161,17 @@ pub(crate) enum PartitionFetch {
     },
 }
 
-/// Partition errors after which the metadata is refreshed and the fetch retried.
+/// Partition errors after which the metadata is refreshed and the fetch retried: those Kafka
+/// marks as stale metadata (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, LEADER_NOT_AVAILABLE,
+/// UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR,
+/// REPLICA_NOT_AVAILABLE, …), and a few it does not that a fresh view of the leader fixes.
 fn needs_refresh(code: KafkaCode) -> bool {
     use KafkaCode as K;
-    matches!(
-        code,
-        K::NotLeaderOrFollower
-            | K::FencedLeaderEpoch
-            | K::UnknownLeaderEpoch
-            | K::LeaderNotAvailable
-            | K::UnknownTopicOrPartition
-            | K::UnknownTopicId
-            | K::InconsistentTopicId
-            | K::KafkaStorageError
-            | K::ReplicaNotAvailable
-            | K::OffsetNotAvailable
-            | K::NotEnoughReplicas
-            | K::BrokerNotAvailable
-    ) || code.needs_metadata_refresh()
+    code.needs_metadata_refresh()
+        || matches!(
+            code,
+            K::UnknownLeaderEpoch | K::OffsetNotAvailable | K::NotEnoughReplicas | K::BrokerNotAvailable
+        )
 }
 
 /// Reads a Fetch answer for the partitions asked (`requested`: partition → offset fetched

@@ -24,7 +24,6 @@ use crate::group::action::{classify, GroupAction};
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
 use crate::records::DecodeLimits;
-use crate::KafkaCode;
 use config::ConsumerConfig;
 use fetcher::{FetchSettings, FetchTarget, Fetcher, PartitionFetch};
 use offsets::CommitOutcome;
@@ -159,13 +158,13 @@ impl Consumer {
     /// any buffered ones. Seeking below the committed offset also allows committing below it
     /// (see the [`Consumer`] docs). Fails with [`Error::NotAssigned`] for a partition not assigned.
     pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
-        if offset < 0 || !self.positions.seek(tp, offset) {
-            if offset < 0 {
-                return Err(Error::Config {
-                    property: "seek",
-                    problem: format!("offset {offset} for {tp} is negative"),
-                });
-            }
+        if offset < 0 {
+            return Err(Error::Config {
+                property: "seek",
+                problem: format!("offset {offset} for {tp} is negative"),
+            });
+        }
+        if !self.positions.seek(tp, offset) {
             return Err(Error::NotAssigned(tp.clone()));
         }
         self.buffer.retain(|b| &b.tp != tp);
@@ -174,17 +173,7 @@ impl Consumer {
     }
 
     fn ctx(&self) -> String {
-        format!(
-            "group={} member={} instance={} generation={}",
-            self.member.group_id(),
-            if self.member.member_id().is_empty() {
-                "-"
-            } else {
-                self.member.member_id()
-            },
-            self.member.group_instance_id().unwrap_or("-"),
-            self.member.generation().map_or(-1, |g| g.id)
-        )
+        self.member.ctx()
     }
 
     /// Waits up to `timeout` for records. Joins the group on the first call and rejoins when a
@@ -371,15 +360,16 @@ impl Consumer {
     /// `metadata_stale`).
     fn metadata(&mut self, force: bool) -> Result<Arc<Metadata>> {
         let cached = self.client.cached_metadata();
-        let missing = self
-            .positions
-            .assignment()
-            .iter()
-            .any(|tp| leader_of(&cached, tp).is_none());
         let recently = self
             .last_metadata_refresh
             .is_some_and(|t| t.elapsed() < self.client.retry_backoff());
-        if (force || missing) && !recently {
+        // Checked last: it looks up every assigned partition, and runs on every fetch.
+        let missing = || {
+            self.positions
+                .assigned()
+                .any(|tp| leader_of(&cached, tp).is_none())
+        };
+        if !recently && (force || missing()) {
             self.last_metadata_refresh = Some(Instant::now());
             let topics: Vec<&str> = self.member.topics().iter().map(String::as_str).collect();
             let fresh = self.client.refresh_metadata(Some(&topics))?;
@@ -599,7 +589,7 @@ impl Consumer {
                             left.remove(&tp);
                             found.insert(tp, offset);
                         }
-                        Err(code) if code.is_retriable() || fetcher_refresh(code) => {
+                        Err(code) if code.is_retriable() => {
                             log::debug!("{}: ListOffsets {tp}: {code}; retrying", self.ctx());
                             last_problem = Some(format!("{tp}: {code}"));
                             force = true;
@@ -660,28 +650,24 @@ impl Consumer {
             {
                 Ok(resp) => match offsets::offset_fetch_result(&resp) {
                     Ok(map) => return Ok(map),
-                    Err(code) => match classify(code) {
-                        GroupAction::RediscoverCoordinator => {
-                            self.member.forget_coordinator();
-                            Error::Kafka {
-                                api: ApiKey::OffsetFetch,
-                                code,
-                                message: None,
-                            }
-                        }
-                        GroupAction::Retry => Error::Kafka {
-                            api: ApiKey::OffsetFetch,
-                            code,
-                            message: None,
-                        },
-                        _ => {
+                    Err(code) => {
+                        let action = classify(code);
+                        if !matches!(action, GroupAction::Retry | GroupAction::RediscoverCoordinator) {
                             return Err(Error::Kafka {
                                 api: ApiKey::OffsetFetch,
                                 code,
                                 message: Some(format!("group {group}")),
-                            })
+                            });
                         }
-                    },
+                        if action == GroupAction::RediscoverCoordinator {
+                            self.member.forget_coordinator();
+                        }
+                        Error::Kafka {
+                            api: ApiKey::OffsetFetch,
+                            code,
+                            message: None,
+                        }
+                    }
                 },
                 Err(e) if transient(&e) => e,
                 Err(e) => return Err(e),
@@ -716,14 +702,8 @@ impl Consumer {
     /// synchronously, with the same error rules as [`commit`](Self::commit). An offset below
     /// the partition's committed offset is skipped with a warning (see the [`Consumer`] docs).
     pub fn commit_offsets(&mut self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
-        let offsets = offsets
-            .iter()
-            .map(|(tp, &o)| {
-                // The leader epoch is known only for the position poll reached.
-                let epoch = None;
-                (tp.clone(), (o, epoch))
-            })
-            .collect();
+        // The leader epoch is known only for the position poll reached.
+        let offsets = offsets.iter().map(|(tp, &o)| (tp.clone(), (o, None))).collect();
         self.commit_inner(offsets)
     }
 
@@ -817,7 +797,7 @@ impl Consumer {
     /// partitions until its session times out, a dynamic one leaves the group. Returns the
     /// commit's error if it failed (the member is closed regardless).
     pub fn close(mut self) -> Result<()> {
-        let committed = if self.config.enable_auto_commit && !self.positions.assignment().is_empty() {
+        let committed = if self.config.enable_auto_commit && self.positions.assigned().next().is_some() {
             self.commit()
         } else {
             Ok(())
@@ -830,24 +810,10 @@ impl Consumer {
 }
 
 /// Errors after which the same request may work later: lost connections, moving
-/// coordinators, unknown brokers.
+/// coordinators, unknown brokers, retriable codes (which include every stale-metadata code:
+/// Kafka's `InvalidMetadataException` is a `RetriableException`).
 fn transient(e: &Error) -> bool {
-    e.is_coordinator_transient()
-        || matches!(e, Error::Kafka { code, .. } if code.is_retriable() || fetcher_refresh(*code))
-}
-
-/// Leader-related codes (stale metadata) that a retry after a refresh can fix.
-fn fetcher_refresh(code: KafkaCode) -> bool {
-    code.needs_metadata_refresh()
-        || matches!(
-            code,
-            KafkaCode::NotLeaderOrFollower
-                | KafkaCode::FencedLeaderEpoch
-                | KafkaCode::UnknownLeaderEpoch
-                | KafkaCode::LeaderNotAvailable
-                | KafkaCode::UnknownTopicOrPartition
-                | KafkaCode::OffsetNotAvailable
-        )
+    e.is_coordinator_transient() || matches!(e, Error::Kafka { code, .. } if code.is_retriable())
 }
 
 /// `(leader, leader epoch, topic id)` of a partition, if the metadata knows a leader.

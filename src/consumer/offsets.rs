@@ -52,7 +52,7 @@ pub(crate) fn offset_commit_request(
     let topics = by_topic(offsets)
         .into_iter()
         .map(|(name, parts)| OffsetCommitRequestTopic {
-            name: name.to_string().into(),
+            name: name.into(),
             partitions: parts
                 .into_iter()
                 .map(|(partition, (offset, epoch))| OffsetCommitRequestPartition {
@@ -67,7 +67,7 @@ pub(crate) fn offset_commit_request(
         })
         .collect();
     OffsetCommitRequest {
-        group_id: group.to_string().into(),
+        group_id: group.into(),
         generation_id_or_member_epoch: generation.map_or(-1, |g| g.id),
         member_id: generation
             .map(|g| g.member_id.as_str().into())
@@ -173,44 +173,38 @@ pub(crate) fn offset_fetch_request(
     require_stable: bool,
 ) -> OffsetFetchRequest {
     let map: BTreeMap<TopicPartition, ()> = partitions.iter().map(|tp| (tp.clone(), ())).collect();
-    let topics = by_topic(&map);
-    let stable = require_stable && version >= 7;
-    if version >= 8 {
-        OffsetFetchRequest {
-            groups: vec![OffsetFetchRequestGroup {
-                group_id: group.to_string().into(),
-                topics: Some(
-                    topics
-                        .into_iter()
-                        .map(|(name, ps)| OffsetFetchRequestTopics {
-                            name: name.to_string().into(),
-                            partition_indexes: ps.into_iter().map(|(p, ())| p).collect(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                ),
-                ..Default::default()
-            }],
-            require_stable: stable,
-            ..Default::default()
-        }
-    } else {
-        OffsetFetchRequest {
-            group_id: group.to_string().into(),
-            topics: Some(
-                topics
-                    .into_iter()
-                    .map(|(name, ps)| OffsetFetchRequestTopic {
-                        name: name.to_string().into(),
-                        partition_indexes: ps.into_iter().map(|(p, ())| p).collect(),
+    let by_topic = by_topic(&map);
+    // v8+ nests the topics in a list of groups; the topic entry is the same fields in two
+    // generated types.
+    macro_rules! topics {
+        ($entry:ident) => {
+            Some(
+                by_topic
+                    .iter()
+                    .map(|(name, ps)| $entry {
+                        name: (*name).into(),
+                        partition_indexes: ps.iter().map(|&(p, ())| p).collect(),
                         ..Default::default()
                     })
                     .collect(),
-            ),
-            require_stable: stable,
-            ..Default::default()
-        }
+            )
+        };
     }
+    let mut req = OffsetFetchRequest {
+        require_stable: require_stable && version >= 7,
+        ..Default::default()
+    };
+    if version >= 8 {
+        req.groups = vec![OffsetFetchRequestGroup {
+            group_id: group.into(),
+            topics: topics!(OffsetFetchRequestTopics),
+            ..Default::default()
+        }];
+    } else {
+        req.group_id = group.into();
+        req.topics = topics!(OffsetFetchRequestTopic);
+    }
+    req
 }
 
 /// A committed offset with its leader epoch; `None` when nothing is committed.
@@ -227,41 +221,27 @@ pub(crate) fn offset_fetch_result(
 ) -> Result<BTreeMap<TopicPartition, Committed>, KafkaCode> {
     // v8+ answers per group, older versions at the top level; the partition entries are the
     // same fields in two generated types, flattened here so they are read in one place.
+    macro_rules! entries {
+        ($topics:expr) => {
+            $topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(move |p| {
+                        (
+                            t.name.as_str(),
+                            p.partition_index,
+                            p.error_code,
+                            p.committed_offset,
+                            p.committed_leader_epoch,
+                        )
+                    })
+                })
+                .collect()
+        };
+    }
     let (group_code, entries): (i16, Vec<FetchedEntry<'_>>) = match resp.groups.first() {
-        Some(g) => (
-            g.error_code,
-            g.topics
-                .iter()
-                .flat_map(|t| {
-                    t.partitions.iter().map(move |p| {
-                        (
-                            t.name.as_str(),
-                            p.partition_index,
-                            p.error_code,
-                            p.committed_offset,
-                            p.committed_leader_epoch,
-                        )
-                    })
-                })
-                .collect(),
-        ),
-        None => (
-            resp.error_code,
-            resp.topics
-                .iter()
-                .flat_map(|t| {
-                    t.partitions.iter().map(move |p| {
-                        (
-                            t.name.as_str(),
-                            p.partition_index,
-                            p.error_code,
-                            p.committed_offset,
-                            p.committed_leader_epoch,
-                        )
-                    })
-                })
-                .collect(),
-        ),
+        Some(g) => (g.error_code, entries!(g.topics)),
+        None => (resp.error_code, entries!(resp.topics)),
     };
     let code = KafkaCode::from_code(group_code);
     if code.is_error() {
@@ -296,7 +276,7 @@ pub(crate) fn list_offsets_request(
         topics: by_topic(targets)
             .into_iter()
             .map(|(name, parts)| ListOffsetsTopic {
-                name: name.to_string().into(),
+                name: name.into(),
                 partitions: parts
                     .into_iter()
                     .map(|(partition, (timestamp, epoch))| ListOffsetsPartition {
@@ -407,7 +387,7 @@ mod tests {
         for (t, p, c) in codes {
             if topics.last().map(|x| x.name.as_str()) != Some(*t) {
                 topics.push(OffsetCommitResponseTopic {
-                    name: t.to_string().into(),
+                    name: (*t).into(),
                     ..Default::default()
                 });
             }

@@ -112,10 +112,12 @@ impl Positions {
 
     /// The assigned partitions (empty after a revocation).
     pub fn assignment(&self) -> Vec<TopicPartition> {
-        if self.revoked {
-            return Vec::new();
-        }
-        self.parts.keys().cloned().collect()
+        self.assigned().cloned().collect()
+    }
+
+    /// [`assignment`](Self::assignment) without the copy.
+    pub fn assigned(&self) -> impl Iterator<Item = &TopicPartition> + '_ {
+        self.parts.keys().filter(|_| !self.revoked)
     }
 
     /// Whether `tp` is assigned (and not revoked).

@@ -60,6 +60,19 @@ fn empty_for(members: &[MemberSubscription]) -> BTreeMap<String, Assignment> {
         .collect()
 }
 
+/// `member`'s partitions of `topic` in `out`, created empty if missing.
+fn partitions_of<'a>(
+    out: &'a mut BTreeMap<String, Assignment>,
+    member: &MemberSubscription,
+    topic: &str,
+) -> &'a mut Vec<i32> {
+    out.entry(member.member_id.clone())
+        .or_default()
+        .partitions
+        .entry(topic.to_string())
+        .or_default()
+}
+
 /// Kafka's `RangeAssignor`: per topic, consecutive ranges of partitions to the subscribed
 /// members in order, the first `partitions % members` getting one extra.
 #[derive(Debug, Clone, Copy, Default)]
@@ -78,7 +91,8 @@ impl Assignor for RangeAssignor {
         let mut out = empty_for(members);
         let order = sorted(members);
         for (topic, &count) in partitions {
-            let subs: Vec<&&MemberSubscription> = order.iter().filter(|m| m.subscribes(topic)).collect();
+            let subs: Vec<&MemberSubscription> =
+                order.iter().copied().filter(|m| m.subscribes(topic)).collect();
             if subs.is_empty() || count <= 0 {
                 continue;
             }
@@ -89,11 +103,7 @@ impl Assignor for RangeAssignor {
                 let start = per * i + i.min(extra);
                 let len = per + i32::from(i < extra);
                 if len > 0 {
-                    let a = out.entry(m.member_id.clone()).or_default();
-                    a.partitions
-                        .entry(topic.clone())
-                        .or_default()
-                        .extend(start..start + len);
+                    partitions_of(&mut out, m, topic).extend(start..start + len);
                 }
             }
         }
@@ -128,12 +138,7 @@ impl Assignor for RoundRobinAssignor {
                 for step in 0..order.len() {
                     let m = order[(next + step) % order.len()];
                     if m.subscribes(topic) {
-                        out.entry(m.member_id.clone())
-                            .or_default()
-                            .partitions
-                            .entry(topic.clone())
-                            .or_default()
-                            .push(p);
+                        partitions_of(&mut out, m, topic).push(p);
                         next = (next + step + 1) % order.len();
                         break;
                     }

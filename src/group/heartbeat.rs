@@ -33,7 +33,6 @@ pub(crate) enum Command {
     /// Stop heartbeating (a JoinGroup is about to be sent, or the member left).
     Pause,
     /// A test hook: stop answering without telling the member, to simulate a hung process.
-    #[cfg_attr(not(any(test, feature = "sample")), allow(dead_code))]
     Freeze,
     /// End the thread.
     Shutdown,
@@ -322,9 +321,9 @@ impl Worker {
         }
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
         let req = HeartbeatRequest {
-            group_id: group.to_string().into(),
+            group_id: group.into(),
             generation_id: a.generation.id,
-            member_id: a.generation.member_id.clone().into(),
+            member_id: (&a.generation.member_id).into(),
             group_instance_id: a.instance_id.clone().map(Into::into),
             ..Default::default()
         };

@@ -291,7 +291,8 @@ impl GroupMember {
         self.rejoin.is_some() || self.state.state() != MemberState::Stable
     }
 
-    fn ctx(&self) -> String {
+    /// Who is speaking, for log lines (also the consumer's).
+    pub(crate) fn ctx(&self) -> String {
         format!(
             "group={} member={} instance={} generation={}",
             self.config.group_id,
@@ -480,31 +481,21 @@ impl GroupMember {
     /// Sends a request to the coordinator over the member's own connection (finding the
     /// coordinator first if needed), built for the negotiated version: the path for
     /// OffsetCommit and OffsetFetch, which must reach the group's coordinator.
-    #[allow(dead_code)]
     pub(crate) fn coordinator_request<R: crate::protocol::Request>(
         &mut self,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
         self.check_usable()?;
-        if self.conn.is_none() {
-            self.ensure_coordinator(Instant::now() + self.client.connection_config().request_timeout)?;
-        }
+        self.ensure_connected()?;
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(R::API_KEY)?;
         let result = conn.send_at(&build(version), version, None);
         if let Err(e) = &result {
             if e.breaks_connection() {
-                self.coordinator_lost();
+                self.forget_coordinator();
             }
         }
         result
-    }
-
-    /// Marks the coordinator unknown after `NOT_COORDINATOR` or `COORDINATOR_NOT_AVAILABLE` on
-    /// a request sent through [`coordinator_request`](Self::coordinator_request).
-    #[allow(dead_code)]
-    pub(crate) fn forget_coordinator(&mut self) {
-        self.coordinator_lost();
     }
 
     /// Handles what the heartbeat thread reported, rejoining if needed. Waits up to
@@ -520,7 +511,7 @@ impl GroupMember {
                 self.on_event(e, &mut events)?;
             }
             self.check_leader_metadata();
-            if self.rejoin.is_some() || self.state.state() != MemberState::Stable {
+            if self.rejoin_pending() {
                 // Eager protocol: hand the revocation to the caller first, so it can commit
                 // what it processed while its generation is still valid; the join happens on
                 // the next poll.
@@ -558,7 +549,7 @@ impl GroupMember {
                 reason,
             } if self.state.is_current(generation) => {
                 log::info!("{}: rejoin needed ({reason})", self.ctx());
-                self.rejoin = Some(self.rejoin.unwrap_or(false) || reset_member_id);
+                self.schedule_rejoin(reset_member_id);
             }
             Event::SessionExpired { generation } if self.state.is_current(generation) => {
                 log::warn!(
@@ -569,7 +560,7 @@ impl GroupMember {
                 self.coordinator = None;
                 // The broker has dropped a dynamic member; a static one is recognised again by
                 // its instance id whatever member id it sends.
-                self.rejoin = Some(self.rejoin.unwrap_or(false) || !self.static_member);
+                self.schedule_rejoin(!self.static_member);
             }
             Event::Fenced { generation } if self.state.is_current(generation) => return Err(self.fence()),
             Event::Fatal { generation, code } if self.state.is_current(generation) => {
@@ -610,7 +601,7 @@ impl GroupMember {
                     "{}: {during} answered {code}; looking for the coordinator again",
                     self.ctx()
                 );
-                self.coordinator_lost();
+                self.forget_coordinator();
                 std::thread::sleep(self.config.retry_backoff);
                 Ok(false)
             }
@@ -629,7 +620,7 @@ impl GroupMember {
                 "{}: {during} failed: {e}; looking for the coordinator again",
                 self.ctx()
             );
-            self.coordinator_lost();
+            self.forget_coordinator();
             std::thread::sleep(self.config.retry_backoff);
             Ok(())
         } else {
@@ -637,11 +628,23 @@ impl GroupMember {
         }
     }
 
-    fn coordinator_lost(&mut self) {
+    /// Marks the coordinator unknown (after a broken connection, or `NOT_COORDINATOR` or
+    /// `COORDINATOR_NOT_AVAILABLE` on a request sent through
+    /// [`coordinator_request`](Self::coordinator_request)), so the next request finds it again.
+    pub(crate) fn forget_coordinator(&mut self) {
         self.conn = None;
         if let Some(c) = self.coordinator.take() {
             self.client.disconnect(c.id);
         }
+    }
+
+    /// Finds the coordinator and connects to it unless connected, within `request.timeout.ms`:
+    /// the step before a request outside of joining.
+    fn ensure_connected(&mut self) -> Result<()> {
+        if self.conn.is_none() {
+            self.ensure_coordinator(Instant::now() + self.client.connection_config().request_timeout)?;
+        }
+        Ok(())
     }
 
     /// Finds the coordinator and connects to it if needed; checks static membership support.
@@ -728,10 +731,10 @@ impl GroupMember {
     fn send_join(&mut self) -> Result<JoinGroupResponse> {
         let metadata = self.subscription().encode();
         let req = JoinGroupRequest {
-            group_id: self.config.group_id.clone().into(),
+            group_id: (&self.config.group_id).into(),
             session_timeout_ms: millis(self.config.session_timeout),
             rebalance_timeout_ms: millis(self.config.rebalance_timeout),
-            member_id: self.state.member_id().to_string().into(),
+            member_id: self.state.member_id().into(),
             group_instance_id: self.instance_id_to_send().map(Into::into),
             protocol_type: "consumer".into(),
             protocols: self
@@ -760,9 +763,9 @@ impl GroupMember {
         assignments: Vec<SyncGroupRequestAssignment>,
     ) -> Result<SyncGroupResponse> {
         let req = SyncGroupRequest {
-            group_id: self.config.group_id.clone().into(),
+            group_id: (&self.config.group_id).into(),
             generation_id: g.id,
-            member_id: g.member_id.clone().into(),
+            member_id: (&g.member_id).into(),
             group_instance_id: self.instance_id_to_send().map(Into::into),
             protocol_type: Some("consumer".into()),
             protocol_name: g.protocol.clone().map(Into::into),
@@ -880,7 +883,12 @@ impl GroupMember {
     /// Asks for a rebalance at the next [`poll`](Self::poll) (e.g. after the application
     /// changed what it can handle).
     pub fn request_rejoin(&mut self) {
-        self.rejoin = Some(self.rejoin.unwrap_or(false));
+        self.schedule_rejoin(false);
+    }
+
+    /// Marks a rejoin pending; once one asked for an empty member id, the rejoin uses one.
+    fn schedule_rejoin(&mut self, reset_member_id: bool) {
+        self.rejoin = Some(self.rejoin.unwrap_or(false) || reset_member_id);
     }
 
     /// Removes this static member from the group now (LeaveGroup v3+ by instance id), so its
@@ -896,23 +904,18 @@ impl GroupMember {
     }
 
     fn send_leave(&mut self) -> Result<()> {
-        if self.conn.is_none() {
-            self.ensure_coordinator(Instant::now() + self.client.connection_config().request_timeout)?;
-        }
+        self.ensure_connected()?;
+        // After connecting: finding the coordinator decides whether we are still static.
+        let instance = self.instance_id_to_send();
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(ApiKey::LeaveGroup)?;
-        let instance = self
-            .config
-            .group_instance_id
-            .clone()
-            .filter(|_| self.static_member);
         if instance.is_some() {
             conn.check(&REMOVE_MEMBERS_BY_INSTANCE_ID)?;
         }
-        let member_id = self.state.member_id().to_string();
+        let member_id = self.state.member_id();
         let req = if version >= 3 {
             LeaveGroupRequest {
-                group_id: self.config.group_id.clone().into(),
+                group_id: (&self.config.group_id).into(),
                 members: vec![MemberIdentity {
                     member_id: member_id.into(),
                     group_instance_id: instance.map(Into::into),
@@ -923,7 +926,7 @@ impl GroupMember {
             }
         } else {
             LeaveGroupRequest {
-                group_id: self.config.group_id.clone().into(),
+                group_id: (&self.config.group_id).into(),
                 member_id: member_id.into(),
                 ..Default::default()
             }

@@ -1,6 +1,7 @@
 //! Per-member figures an operator wants: how long joins take, how often the group rebalances,
 //! how fresh the session is.
 
+use crate::client::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -38,10 +39,9 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    fn with(&self, f: impl FnOnce(&mut MemberMetrics, &mut Option<Instant>)) {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (m, last) = &mut *g;
-        f(m, last);
+    fn with<R>(&self, f: impl FnOnce(&mut MemberMetrics, &mut Option<Instant>) -> R) -> R {
+        let (m, last) = &mut *lock(&self.inner);
+        f(m, last)
     }
 
     pub(crate) fn joined(&self, join: Duration, sync: Duration, rebalanced: bool) {
@@ -75,9 +75,9 @@ impl Metrics {
     }
 
     pub(crate) fn snapshot(&self) -> MemberMetrics {
-        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let mut m = g.0.clone();
-        m.last_heartbeat_age = g.1.map(|t| t.elapsed());
-        m
+        self.with(|m, last| MemberMetrics {
+            last_heartbeat_age: last.map(|t| t.elapsed()),
+            ..m.clone()
+        })
     }
 }

@@ -9,7 +9,7 @@
 use crate::error::{Error, ProtocolViolation, Result, Timeout};
 use crate::net::versions::{self, BrokerVersions, Capability, Handshake};
 use crate::protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
-use crate::protocol::{ApiKey, Decoder, Message, Request, Segments, VersionRange, WireWrite};
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, Segments, VersionRange, WireWrite};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -30,6 +30,19 @@ pub struct ConnectionConfig {
     pub max_response_size: usize,
     /// Highest version to use per API key, for pinning.
     pub version_caps: BTreeMap<i16, i16>,
+}
+
+impl ConnectionConfig {
+    /// The configured highest version for `api` (`ClientBuilder::max_api_version`), if any.
+    pub fn version_cap(&self, api: ApiKey) -> Option<i16> {
+        self.version_caps.get(&api.key()).copied()
+    }
+
+    /// The version to use for `api` with a broker advertising `broker`: the highest both
+    /// support, below the configured cap — what a connection to that broker sends.
+    pub fn pick_version(&self, api: ApiKey, broker: &BrokerVersions) -> Result<i16> {
+        versions::pick(api, broker, self.version_cap(api))
+    }
 }
 
 impl Default for ConnectionConfig {
@@ -147,11 +160,7 @@ impl Connection {
 
     /// The version this connection uses for `api`.
     pub fn version(&self, api: ApiKey) -> Result<i16> {
-        versions::pick(
-            api,
-            &self.versions,
-            self.config.version_caps.get(&api.key()).copied(),
-        )
+        self.config.pick_version(api, &self.versions)
     }
 
     /// Checks that the broker supports a capability (e.g. static membership).
@@ -175,11 +184,7 @@ impl Connection {
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
         let mut d = self.exchange::<R>(req, version, timeout)?;
-        let resp = <R::Response as Message>::decode(&mut d, version).map_err(|source| {
-            self.broken = true;
-            Error::Decode { api, source }
-        })?;
-        Ok(resp)
+        <R::Response as Message>::decode(&mut d, version).map_err(|source| self.decode_failed(api, source))
     }
 
     /// Sends `req` at `version` without waiting for a response, for the one request the broker
@@ -210,27 +215,24 @@ impl Connection {
             ..Default::default()
         };
         // Record batches and group metadata go to the socket from the caller's buffers: the
-        // frame holds references to them, written with one vectored write.
+        // frame holds references to them, written with one vectored write. The buffer is always
+        // left empty, so those references are dropped as soon as the frame is out.
         let mut buf = std::mem::take(&mut self.write_buf);
-        buf.clear();
         buf.put_slice(&[0; 4]);
         let encoded = header
             .encode(R::header_version(version), &mut buf)
-            .and_then(|()| req.encode(version, &mut buf))
-            .map_err(|source| Error::Encode { api, source });
-        if let Err(e) = encoded {
-            buf.clear();
-            self.write_buf = buf;
-            return Err(e);
-        }
-        let size = (buf.len() - 4) as i32;
-        buf.set_i32(0, size);
-        let written = buf.write_to(&mut self.stream);
-        // Drop the references now rather than holding the caller's buffers until the next request.
+            .and_then(|()| req.encode(version, &mut buf));
+        let written = encoded.map(|()| {
+            let size = (buf.len() - 4) as i32;
+            buf.set_i32(0, size);
+            buf.write_to(&mut self.stream)
+        });
         buf.clear();
         self.write_buf = buf;
-        if let Err(e) = written {
-            return Err(self.fail_io(e, Timeout::Write));
+        match written {
+            Err(source) => return Err(Error::Encode { api, source }),
+            Ok(Err(e)) => return Err(self.fail_io(e, Timeout::Write)),
+            Ok(Ok(())) => {}
         }
         Ok(correlation_id)
     }
@@ -242,11 +244,8 @@ impl Connection {
         let correlation_id = self.write_request(req, version)?;
         let frame = self.read_frame(timeout.unwrap_or(self.config.request_timeout))?;
         let mut d = Decoder::new(frame);
-        let header =
-            ResponseHeader::decode(&mut d, R::response_header_version(version)).map_err(|source| {
-                self.broken = true;
-                Error::Decode { api, source }
-            })?;
+        let header = ResponseHeader::decode(&mut d, R::response_header_version(version))
+            .map_err(|source| self.decode_failed(api, source))?;
         if header.correlation_id != correlation_id {
             self.broken = true;
             return Err(Error::Protocol {
@@ -258,6 +257,12 @@ impl Connection {
             });
         }
         Ok(d)
+    }
+
+    /// A response that does not decode leaves the rest of the stream unaccounted for.
+    fn decode_failed(&mut self, api: ApiKey, source: DecodeError) -> Error {
+        self.broken = true;
+        Error::Decode { api, source }
     }
 
     fn fail_io(&mut self, e: io::Error, which: Timeout) -> Error {
@@ -301,10 +306,8 @@ impl Connection {
             let want = (size - frame.len()).min(1 << 20);
             let start = frame.len();
             frame.resize(start + want, 0);
-            match self.read_some(&mut frame[start..], deadline) {
-                Ok(n) => frame.truncate(start + n),
-                Err(e) => return Err(e),
-            }
+            let n = self.read_some(&mut frame[start..], deadline)?;
+            frame.truncate(start + n);
         }
         Ok(Bytes::from(frame))
     }
@@ -341,8 +344,8 @@ impl Connection {
 
     /// ApiVersions, starting at the highest version we have and stepping down per KIP-511.
     fn handshake(&mut self) -> Result<()> {
-        let cap = self.config.version_caps.get(&ApiKey::ApiVersions.key()).copied();
-        let mut version = ApiKey::ApiVersions.versions().max.min(cap.unwrap_or(i16::MAX));
+        let api = ApiKey::ApiVersions;
+        let mut version = versions::ours(api, self.config.version_cap(api)).max;
         loop {
             let req = ApiVersionsRequest {
                 client_software_name: SOFTWARE_NAME.into(),
@@ -353,25 +356,15 @@ impl Connection {
             // Every version starts with the error code; on UNSUPPORTED_VERSION the body is in
             // the v0 shape whatever version we sent.
             let mut peek = d.clone();
-            let code = KafkaCode::from_code(peek.get_i16().map_err(|source| {
-                self.broken = true;
-                Error::Decode {
-                    api: ApiKey::ApiVersions,
-                    source,
-                }
-            })?);
+            let code =
+                KafkaCode::from_code(peek.get_i16().map_err(|source| self.decode_failed(api, source))?);
             let body_version = if code == KafkaCode::UnsupportedVersion {
                 0
             } else {
                 version
             };
-            let resp = ApiVersionsResponse::decode(&mut d, body_version).map_err(|source| {
-                self.broken = true;
-                Error::Decode {
-                    api: ApiKey::ApiVersions,
-                    source,
-                }
-            })?;
+            let resp = ApiVersionsResponse::decode(&mut d, body_version)
+                .map_err(|source| self.decode_failed(api, source))?;
             let table: BrokerVersions = resp
                 .api_keys
                 .iter()

@@ -22,7 +22,7 @@ pub struct Release {
 impl Release {
     /// The release's number without its mode prefix, e.g. `2.3`.
     pub fn version(&self) -> &'static str {
-        self.name.split_once('-').map_or(self.name, |(_, v)| v)
+        number(self.name)
     }
 
     /// Whether this release's brokers run in KRaft mode.
@@ -75,9 +75,13 @@ pub fn newest_matching(broker: &BTreeMap<i16, VersionRange>) -> Option<&'static 
         .max_by_key(|r| (sort_key(r.name), r.apis.len()))
 }
 
+/// `zk-2.3` → `2.3`: operators know releases by number; the mode prefix is table bookkeeping.
+pub(crate) fn number(name: &str) -> &str {
+    name.split_once('-').map_or(name, |(_, v)| v)
+}
+
 fn sort_key(name: &str) -> (u32, u32, u32) {
-    let v = name.split_once('-').map_or(name, |(_, v)| v);
-    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut parts = number(name).split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     (
         parts.next().unwrap_or(0),
         parts.next().unwrap_or(0),

@@ -12,12 +12,18 @@ use std::collections::BTreeMap;
 /// API key → the version range a broker advertises.
 pub type BrokerVersions = BTreeMap<i16, VersionRange>;
 
-/// The version to use for `api`: the highest one both sides support, below an optional cap.
-pub fn pick(api: ApiKey, broker: &BrokerVersions, cap: Option<i16>) -> Result<i16, Error> {
+/// The versions of `api` this client may use: all it implements, up to an optional cap.
+pub fn ours(api: ApiKey, cap: Option<i16>) -> VersionRange {
     let mut ours = api.versions();
     if let Some(cap) = cap {
         ours.max = ours.max.min(cap);
     }
+    ours
+}
+
+/// The version to use for `api`: the highest one both sides support, below an optional cap.
+pub fn pick(api: ApiKey, broker: &BrokerVersions, cap: Option<i16>) -> Result<i16, Error> {
+    let ours = ours(api, cap);
     let theirs = broker.get(&api.key()).copied();
     match theirs.map(|b| b.intersect(&ours)) {
         Some(common) if !common.is_empty() => Ok(common.max),

@@ -159,36 +159,19 @@ where
     }
 }
 
-/// Header versions must agree too: a wrong one shifts every byte after the header.
-fn header_versions_agree<O, T>() -> Result<(), String>
+/// Header versions must agree too: a wrong one shifts every byte after the header. `ours` is
+/// `O`'s request or response header version (`which` says which), `T` the matching message.
+fn header_versions_agree<O, T>(which: &str, ours: fn(i16) -> i16) -> Result<(), String>
 where
     O: Request,
     T: TheirMessage + HeaderVersion,
 {
     let range = shared(O::VERSIONS, T::VERSIONS);
     for v in range.min..=range.max {
-        let (o, t) = (O::header_version(v), T::header_version(v));
+        let (o, t) = (ours(v), T::header_version(v));
         if o != t {
             return Err(format!(
-                "{} v{v}: request header v{o}, kafka-protocol v{t}",
-                O::NAME
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn response_header_versions_agree<O, T>() -> Result<(), String>
-where
-    O: Request,
-    T: TheirMessage + HeaderVersion,
-{
-    let range = shared(O::VERSIONS, T::VERSIONS);
-    for v in range.min..=range.max {
-        let (o, t) = (O::response_header_version(v), T::header_version(v));
-        if o != t {
-            return Err(format!(
-                "{} v{v}: response header v{o}, kafka-protocol v{t}",
+                "{} v{v}: {which} header v{o}, kafka-protocol v{t}",
                 O::NAME
             ));
         }
@@ -299,8 +282,9 @@ macro_rules! header_pairs {
         fn header_versions_match_kafka_protocol() {
             let mut errors = Vec::new();
             $(
-                errors.extend(header_versions_agree::<ours::$req, theirs::$req>().err());
-                errors.extend(response_header_versions_agree::<ours::$req, theirs::$resp>().err());
+                let (request, response) = (ours::$req::header_version, ours::$req::response_header_version);
+                errors.extend(header_versions_agree::<ours::$req, theirs::$req>("request", request).err());
+                errors.extend(header_versions_agree::<ours::$req, theirs::$resp>("response", response).err());
             )*
             assert!(errors.is_empty(), "header versions differ:\n{}", errors.join("\n"));
         }

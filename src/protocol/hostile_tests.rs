@@ -59,12 +59,18 @@ fn show(input: &[u8]) -> String {
     format!("[{}{more}] ({} bytes)", head.join(" "), input.len())
 }
 
-/// `M::from_bytes`, turning a panic into one that names the decoder, version and input.
-fn decode<M: Decoded>(input: &Bytes, version: i16, what: &str) -> Result<M, DecodeError> {
-    match panic::catch_unwind(AssertUnwindSafe(|| M::from_bytes(input.clone(), version))) {
+/// Runs `f` (a decode of `input`), turning a panic into one that names the decoder, version and
+/// input.
+fn no_panic<M: Decoded, R>(input: &Bytes, version: i16, what: &str, f: impl FnOnce() -> R) -> R {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => panic!("{} v{version} panicked on {what} {}", M::NAME, show(input)),
     }
+}
+
+/// `M::from_bytes`, turning a panic into one that names the decoder, version and input.
+fn decode<M: Decoded>(input: &Bytes, version: i16, what: &str) -> Result<M, DecodeError> {
+    no_panic::<M, _>(input, version, what, || M::from_bytes(input.clone(), version))
 }
 
 /// A value decoded from hostile bytes is still a value the client may log, store or send back,
@@ -182,14 +188,11 @@ impl Visit for RandomInput {
                     // Random bytes are rarely exactly one message, but often start with one, as
                     // a body starts after its header in a frame: decode that much too.
                     let mut d = super::Decoder::new(input.clone());
-                    let r = panic::catch_unwind(AssertUnwindSafe(|| M::decode(&mut d, version)));
-                    match r {
-                        Ok(Ok(v)) => {
-                            assert_round_trips(&v, version, &input, "the start of random bytes");
-                            self.values += 1;
-                        }
-                        Ok(Err(_)) => {}
-                        Err(_) => panic!("{} v{version} panicked on random bytes {}", M::NAME, show(&input)),
+                    if let Ok(v) =
+                        no_panic::<M, _>(&input, version, "random bytes", || M::decode(&mut d, version))
+                    {
+                        assert_round_trips(&v, version, &input, "the start of random bytes");
+                        self.values += 1;
                     }
                     self.decodes += 2;
                 }
@@ -450,6 +453,18 @@ pub(crate) mod meter {
         });
     }
 
+    /// Counts an allocation of `size` bytes if armed; false if it must be refused.
+    fn admit(size: usize) -> bool {
+        if !armed() {
+            return true;
+        }
+        if size > REFUSE_ABOVE {
+            return false;
+        }
+        add(size as isize);
+        true
+    }
+
     fn refuse() -> *mut u8 {
         let _ = std::io::stderr()
             .write_all(b"hostile_tests: a decoder asked for over 1 GiB while decoding hostile input\n");
@@ -460,21 +475,15 @@ pub(crate) mod meter {
     // thread-locals with const initialisers, which neither allocate nor register destructors.
     unsafe impl GlobalAlloc for Counting {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            if armed() {
-                if layout.size() > REFUSE_ABOVE {
-                    return refuse();
-                }
-                add(layout.size() as isize);
+            if !admit(layout.size()) {
+                return refuse();
             }
             System.alloc(layout)
         }
 
         unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            if armed() {
-                if layout.size() > REFUSE_ABOVE {
-                    return refuse();
-                }
-                add(layout.size() as isize);
+            if !admit(layout.size()) {
+                return refuse();
             }
             System.alloc_zeroed(layout)
         }
@@ -487,12 +496,11 @@ pub(crate) mod meter {
         }
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // Count the new block before freeing the old, as a realloc that moves does.
+            if !admit(new_size) {
+                return refuse();
+            }
             if armed() {
-                if new_size > REFUSE_ABOVE {
-                    return refuse();
-                }
-                // Count the new block before freeing the old, as a realloc that moves does.
-                add(new_size as isize);
                 add(-(layout.size() as isize));
             }
             System.realloc(ptr, layout, new_size)

@@ -99,11 +99,10 @@ pub(super) fn decompress(
         Compression::Gzip => read_bounded(flate2::read::MultiGzDecoder::new(data), limit, hint, corrupt),
         Compression::Snappy => snappy_decompress(data, limit),
         Compression::Lz4 => {
-            let fixed;
+            let mut fixed;
             let data = if lz4_broken_checksum {
-                let mut copy = data.to_vec();
-                set_lz4_header_checksum(&mut copy, false);
-                fixed = copy;
+                fixed = data.to_vec();
+                set_lz4_header_checksum(&mut fixed, false);
                 &fixed[..]
             } else {
                 data

@@ -9,9 +9,8 @@
 //! message set, compressed; its offset is that of its last inner message.
 
 use super::compression::{compress, decompress};
-use super::v2::codec;
 use super::{
-    now_ms, BatchInfo, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError, LOG_OVERHEAD,
+    be, now_ms, BatchInfo, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError, LOG_OVERHEAD,
 };
 use bytes::Bytes;
 
@@ -61,13 +60,7 @@ fn parse(msg: &Bytes) -> Result<Message, RecordsError> {
             msg.len()
         )));
     }
-    let int = |at: usize| i32::from_be_bytes([msg[at], msg[at + 1], msg[at + 2], msg[at + 3]]);
-    let long = |at: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&msg[at..at + 8]);
-        i64::from_be_bytes(b)
-    };
-    let stored_crc = int(12) as u32;
+    let stored_crc = u32::from_be_bytes(be(msg, 12));
     let crc = crc32fast::hash(&msg[16..]);
     if crc != stored_crc {
         return Err(RecordsError::Corrupt(format!(
@@ -75,7 +68,11 @@ fn parse(msg: &Bytes) -> Result<Message, RecordsError> {
         )));
     }
     let attributes = msg[17];
-    let timestamp = if magic == 0 { -1 } else { long(18) };
+    let timestamp = if magic == 0 {
+        -1
+    } else {
+        i64::from_be_bytes(be(msg, 18))
+    };
     let mut pos = LOG_OVERHEAD + fixed_part(magic);
     let mut field = |what: &str| -> Result<Option<Bytes>, RecordsError> {
         // At least 4 bytes remain: the header check covers the key length, and the key read
@@ -107,7 +104,7 @@ fn parse(msg: &Bytes) -> Result<Message, RecordsError> {
         )));
     }
     Ok(Message {
-        offset: long(0),
+        offset: i64::from_be_bytes(be(msg, 0)),
         magic,
         attributes,
         timestamp,
@@ -135,8 +132,7 @@ pub(super) fn decode_message(
     out: &mut Decoded,
 ) -> Result<(), RecordsError> {
     let m = parse(&msg)?;
-    let codec = codec(m.attributes & 0x07)?;
-    let next = m.offset.wrapping_add(1);
+    let codec = Compression::from_code(m.attributes & 0x07)?;
     if codec == Compression::None {
         out.records.push(Record {
             offset: m.offset,
@@ -145,8 +141,7 @@ pub(super) fn decode_message(
             value: m.value,
             headers: Vec::new(),
         });
-        out.batches.push(legacy_batch(m.offset, m.offset));
-        out.next_offset = Some(out.next_offset.map_or(next, |n| n.max(next)));
+        out.push_batch(legacy_batch(m.offset, m.offset));
         return Ok(());
     }
     if codec == Compression::Zstd {
@@ -200,7 +195,7 @@ pub(super) fn decode_message(
     };
     let log_append_time = m.magic == 1 && m.attributes & TIMESTAMP_TYPE_LOG_APPEND != 0;
     let first = messages.first().map_or(m.offset, |f| base.wrapping_add(f.offset));
-    out.batches.push(legacy_batch(first, m.offset));
+    out.push_batch(legacy_batch(first, m.offset));
     out.records.reserve(messages.len());
     for inner in messages {
         out.records.push(Record {
@@ -216,7 +211,6 @@ pub(super) fn decode_message(
             headers: Vec::new(),
         });
     }
-    out.next_offset = Some(out.next_offset.map_or(next, |n| n.max(next)));
     Ok(())
 }
 

@@ -76,6 +76,23 @@ impl Compression {
             Compression::Zstd => 4,
         }
     }
+
+    /// The codec in a batch's (or legacy message's) attribute bits: the inverse of
+    /// [`Compression::code`].
+    fn from_code(bits: u8) -> Result<Compression, RecordsError> {
+        Ok(match bits {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            other => {
+                return Err(RecordsError::Corrupt(format!(
+                    "unknown compression codec {other}"
+                )))
+            }
+        })
+    }
 }
 
 /// Limits applied while decoding, so a hostile or corrupt batch cannot exhaust memory.
@@ -126,6 +143,14 @@ impl Decoded {
             .filter(|b| b.transactional && !b.control)
             .map(|b| (b.producer_id, b.base_offset, b.last_offset))
             .collect()
+    }
+
+    /// Records a complete batch: the next fetch starts after its last offset (or stays after a
+    /// later batch already seen).
+    fn push_batch(&mut self, info: BatchInfo) {
+        let next = info.last_offset.wrapping_add(1);
+        self.next_offset = Some(self.next_offset.map_or(next, |n| n.max(next)));
+        self.batches.push(info);
     }
 }
 
@@ -189,7 +214,7 @@ pub fn decode(bytes: &Bytes, limits: &DecodeLimits) -> Result<Decoded, RecordsEr
     let mut out = Decoded::default();
     let mut rest = bytes.clone();
     while let Some(head) = rest.first_chunk::<LOG_OVERHEAD>() {
-        let len = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+        let len = i32::from_be_bytes(be(head, 8));
         let size = match usize::try_from(len) {
             Ok(l) if l >= legacy::overhead(0) => LOG_OVERHEAD + l,
             _ => return Err(RecordsError::Corrupt(format!("batch length {len}"))),
@@ -218,6 +243,14 @@ pub fn encode(records: &[NewRecord], compression: Compression, magic: i8) -> Res
         0 | 1 => legacy::encode_message_set(records, compression, magic),
         m => Err(RecordsError::Unsupported(format!("unknown magic {m}"))),
     }
+}
+
+/// The `N` bytes at `at`, for a big-endian integer at a fixed position of a header whose length
+/// has been checked.
+fn be<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[at..at + N]);
+    a
 }
 
 /// The current time in milliseconds since the epoch, for record timestamps.

@@ -231,14 +231,11 @@ fn v2_offsets_come_from_the_batch_header() {
     // still starts after the batch.
     b[23..27].copy_from_slice(&9i32.to_be_bytes());
     fix_v2_crc(&mut b);
-    let mut empty = encode(&sent[..1], Compression::None, 2).unwrap().to_vec();
-    let len = (v2::HEADER - 12) as i32;
-    empty.truncate(v2::HEADER);
-    empty[..8].copy_from_slice(&112i64.to_be_bytes());
-    empty[8..12].copy_from_slice(&len.to_be_bytes());
-    empty[23..27].copy_from_slice(&4i32.to_be_bytes());
-    empty[57..61].copy_from_slice(&0i32.to_be_bytes());
-    fix_v2_crc(&mut empty);
+    let empty = v2_around(&[], |empty| {
+        empty[..8].copy_from_slice(&112i64.to_be_bytes());
+        empty[23..27].copy_from_slice(&4i32.to_be_bytes());
+        empty[57..61].copy_from_slice(&0i32.to_be_bytes());
+    });
     let d = decode(&concat(&[&a, &b, &empty]), &limits()).unwrap();
     assert_eq!(d.records.len(), 5);
     assert_eq!(d.next_offset, Some(117));
@@ -532,8 +529,9 @@ fn corruption_is_reported() {
     ));
 }
 
-/// A v2 batch around hand-written record bytes, with a correct CRC.
-fn raw_v2(count: i32, base_timestamp: i64, records: &[u8]) -> Bytes {
+/// A v2 batch header (of one empty record) around `records`, taken as they are, with its length
+/// set; `edit` then changes header fields before the CRC is made correct.
+fn v2_around(records: &[u8], edit: impl FnOnce(&mut [u8])) -> Bytes {
     let mut batch = encode(&[NewRecord::default()], Compression::None, 2)
         .unwrap()
         .to_vec();
@@ -541,10 +539,17 @@ fn raw_v2(count: i32, base_timestamp: i64, records: &[u8]) -> Bytes {
     batch.extend_from_slice(records);
     let len = batch.len() as i32 - 12;
     batch[8..12].copy_from_slice(&len.to_be_bytes());
-    batch[27..35].copy_from_slice(&base_timestamp.to_be_bytes());
-    batch[57..61].copy_from_slice(&count.to_be_bytes());
+    edit(&mut batch);
     fix_v2_crc(&mut batch);
     Bytes::from(batch)
+}
+
+/// A v2 batch around hand-written record bytes, with a correct CRC.
+fn raw_v2(count: i32, base_timestamp: i64, records: &[u8]) -> Bytes {
+    v2_around(records, |batch| {
+        batch[27..35].copy_from_slice(&base_timestamp.to_be_bytes());
+        batch[57..61].copy_from_slice(&count.to_be_bytes());
+    })
 }
 
 /// One record: attributes, timestamp delta, offset delta, key "k", value "v", then `headers`
@@ -622,16 +627,7 @@ fn gzip_bomb() -> &'static [u8] {
 /// A v2 batch whose records section is `body`, compressed with `c` (not checked to be records:
 /// decompression must stop long before).
 fn v2_with_body(c: Compression, body: &[u8]) -> Bytes {
-    let mut batch = encode(&[NewRecord::default()], Compression::None, 2)
-        .unwrap()
-        .to_vec();
-    batch.truncate(v2::HEADER);
-    batch.extend_from_slice(body);
-    let len = batch.len() as i32 - 12;
-    batch[8..12].copy_from_slice(&len.to_be_bytes());
-    batch[22] = c.code() as u8;
-    fix_v2_crc(&mut batch);
-    Bytes::from(batch)
+    v2_around(body, |batch| batch[22] = c.code() as u8)
 }
 
 #[test]

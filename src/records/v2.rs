@@ -8,7 +8,7 @@
 //! ([`super::compression`]).
 
 use super::compression::{compress, decompress};
-use super::{now_ms, BatchInfo, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError};
+use super::{be, now_ms, BatchInfo, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError};
 use crate::protocol::wire::{put_varint, put_varlong};
 use crate::protocol::Decoder;
 use bytes::Bytes;
@@ -28,28 +28,6 @@ const MIN_RECORD: usize = 7;
 const TIMESTAMP_TYPE_LOG_APPEND: i16 = 0x08;
 const TRANSACTIONAL: i16 = 0x10;
 const CONTROL: i16 = 0x20;
-
-fn be<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    let mut a = [0u8; N];
-    a.copy_from_slice(&b[at..at + N]);
-    a
-}
-
-/// The codec in a batch's (or legacy message's) attribute bits.
-pub(super) fn codec(bits: u8) -> Result<Compression, RecordsError> {
-    Ok(match bits {
-        0 => Compression::None,
-        1 => Compression::Gzip,
-        2 => Compression::Snappy,
-        3 => Compression::Lz4,
-        4 => Compression::Zstd,
-        other => {
-            return Err(RecordsError::Corrupt(format!(
-                "unknown compression codec {other}"
-            )))
-        }
-    })
-}
 
 fn corrupt(e: impl std::fmt::Display) -> RecordsError {
     RecordsError::Corrupt(e.to_string())
@@ -86,7 +64,7 @@ pub(super) fn decode_batch(
             "negative record count {record_count}"
         )));
     }
-    let codec = codec((attributes & 0x07) as u8)?;
+    let codec = Compression::from_code((attributes & 0x07) as u8)?;
     let control = attributes & CONTROL != 0;
     let body = batch.slice(HEADER..);
     let body = match codec {
@@ -96,13 +74,10 @@ pub(super) fn decode_batch(
 
     // Offsets come from the header, not the records: compaction may have removed the last
     // records (or all of them), and the next fetch must still start after the batch.
-    let last_offset = base_offset.wrapping_add(last_offset_delta as i64);
-    let next = last_offset.wrapping_add(1);
-    out.next_offset = Some(out.next_offset.map_or(next, |n| n.max(next)));
     let leader_epoch = i32::from_be_bytes(be(&batch, 12));
-    out.batches.push(BatchInfo {
+    out.push_batch(BatchInfo {
         base_offset,
-        last_offset,
+        last_offset: base_offset.wrapping_add(last_offset_delta as i64),
         leader_epoch: (leader_epoch >= 0).then_some(leader_epoch),
         producer_id,
         transactional: attributes & TRANSACTIONAL != 0,
@@ -240,7 +215,11 @@ pub(super) fn encode_batch(records: &[NewRecord], compression: Compression) -> R
         put_varint(&mut body, len_i32(rec.len())?);
         body.extend_from_slice(&rec);
     }
-    let body = compress(compression, &body, false)?;
+    // Uncompressed, the records are the body as they are: no copy on the producer's default path.
+    let body = match compression {
+        Compression::None => body,
+        c => compress(c, &body, false)?,
+    };
     let batch_length = len_i32((HEADER - 12).saturating_add(body.len()))?;
 
     let mut buf = Vec::with_capacity(HEADER + body.len());

@@ -225,7 +225,8 @@ fn group_offsets_and_lag_on_kafka_0_10_0_protocol() {
 /// before its session would have expired.
 #[test]
 fn describe_shows_static_members_and_removal_rebalances_at_once() {
-    use crate::group_tests::{converged, topic_with_partitions, wait_for, Running, HEARTBEAT};
+    use crate::group_tests::{converged, member_builder, topic_with_partitions, Running};
+    use crate::support::wait_for;
     use kafka_group::group::TopicPartition;
     use std::collections::BTreeSet;
     use std::time::Instant;
@@ -242,13 +243,9 @@ fn describe_shows_static_members_and_removal_rebalances_at_once() {
             .client_id(format!("admin-static-{instance}"))
             .build()
             .unwrap();
-        let m = c
-            .member(&group)
+        let m = member_builder(&c, &group, &topic)
             .group_instance_id(instance)
-            .topics([&topic])
             .session_timeout(SESSION)
-            .heartbeat_interval(HEARTBEAT)
-            .rebalance_timeout(Duration::from_secs(20))
             .build()
             .unwrap();
         Running::start(m)

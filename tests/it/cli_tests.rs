@@ -1,10 +1,9 @@
 //! The `kafka-group` binary against real brokers: output, effects and exit codes as scripts
 //! see them.
 
-use crate::group_tests::{client, converged, static_member, topic_with_partitions, wait_for, Running};
-use crate::support::broker;
+use crate::group_tests::{client, converged, static_member, topic_with_partitions, Running};
 use crate::support::proxy::Proxy;
-use crate::support::unique_name;
+use crate::support::{broker, unique_name, wait_for};
 use kafka_group::ProducerRecord;
 use serde_json::Value;
 use std::io::Read;
@@ -32,7 +31,7 @@ fn cli(bootstrap: &str, args: &[&str]) -> Run {
         .spawn()
         .unwrap();
     let stdin = child.stdin.take();
-    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let mut stdout = String::new();
     let mut err_pipe = child.stderr.take().unwrap();
     // Drain stderr on a thread so that neither pipe can fill up and block the child.
     let err_reader = std::thread::spawn(move || {
@@ -42,7 +41,7 @@ fn cli(bootstrap: &str, args: &[&str]) -> Run {
     });
     child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
     let status = child.wait().unwrap();
-    stderr.push_str(&err_reader.join().unwrap());
+    let stderr = err_reader.join().unwrap();
     drop(stdin);
     Run {
         code: status.code().unwrap_or(-1),

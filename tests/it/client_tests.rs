@@ -1,6 +1,7 @@
 //! The Client and version negotiation against real brokers, directly and through the
 //! version-capping proxy for every release in the per-release table.
 
+use crate::group_tests::failover_client;
 use crate::support::broker;
 use crate::support::proxy::{self, Proxy};
 use crate::support::unique_name;
@@ -99,10 +100,7 @@ fn static_membership_capability_by_release() {
 #[test]
 fn reconnects_elsewhere_when_a_broker_dies() {
     let cluster = broker::Cluster::start(3, broker::version_under_test());
-    let client = Client::builder()
-        .bootstrap_servers(cluster.bootstrap())
-        .request_timeout(Duration::from_secs(5))
-        .connect_timeout(Duration::from_secs(2))
+    let client = failover_client(cluster.bootstrap())
         .api_timeout(Duration::from_secs(60))
         .build()
         .unwrap();

@@ -2,9 +2,9 @@
 //! `auto.offset.reset`, seek, two members splitting a topic, commits across rebalances, old
 //! protocol versions through the version-capping proxy.
 
-use crate::group_tests::{client, topic_with_partitions, wait_for, HEARTBEAT, SESSION};
+use crate::group_tests::{client, failover_client, topic_with_partitions, HEARTBEAT, SESSION};
 use crate::support::proxy::{self, Proxy};
-use crate::support::unique_name;
+use crate::support::{broker, unique_name, wait_for};
 use bytes::Bytes;
 use kafka_group::group::{GroupEvent, TopicPartition};
 use kafka_group::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -127,6 +127,11 @@ fn drain_for(c: &mut Consumer, d: Duration) -> Vec<ConsumerRecord> {
     out
 }
 
+/// Partitions `0..n` of `topic`.
+fn partitions(topic: &str, n: i32) -> Vec<TopicPartition> {
+    (0..n).map(|p| TopicPartition::new(topic, p)).collect()
+}
+
 fn offsets_by_partition(records: &[ConsumerRecord]) -> BTreeMap<i32, Vec<i64>> {
     let mut m: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for r in records {
@@ -137,7 +142,7 @@ fn offsets_by_partition(records: &[ConsumerRecord]) -> BTreeMap<i32, Vec<i64>> {
 
 #[test]
 fn consumes_everything_commits_and_a_restart_resumes_from_committed_offsets() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 3);
     let group = unique_name("cons-resume");
@@ -174,7 +179,7 @@ fn consumes_everything_commits_and_a_restart_resumes_from_committed_offsets() {
     );
     assert_eq!(r.headers, vec![("h".to_string(), Some(Bytes::from_static(b"1")))]);
     assert!(r.timestamp > 0);
-    let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
+    let tps = partitions(&topic, 3);
     for tp in &tps {
         assert_eq!(c.position(tp), Some(10));
     }
@@ -201,7 +206,7 @@ fn consumes_everything_commits_and_a_restart_resumes_from_committed_offsets() {
 
 #[test]
 fn auto_offset_reset_earliest_latest_and_error() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 1);
     let tp = TopicPartition::new(&topic, 0);
@@ -279,7 +284,7 @@ fn auto_offset_reset_earliest_latest_and_error() {
 
 #[test]
 fn seek_rewinds_and_committed_offsets_never_decrease() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 1);
     let tp = TopicPartition::new(&topic, 0);
@@ -319,12 +324,12 @@ fn seek_rewinds_and_committed_offsets_never_decrease() {
 
 #[test]
 fn auto_commit_on_interval_and_close() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 2);
     let group = unique_name("cons-auto");
     fill(&client, &topic, 2, 5, 0);
-    let tps: Vec<TopicPartition> = (0..2).map(|p| TopicPartition::new(&topic, p)).collect();
+    let tps = partitions(&topic, 2);
     let mut c = builder(&client, &group, &topic)
         .enable_auto_commit(true)
         .auto_commit_interval(Duration::from_millis(300))
@@ -379,7 +384,7 @@ fn run(
 
 #[test]
 fn two_members_split_partitions_and_read_every_record_once() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 4);
     let group = unique_name("cons-split");
@@ -434,7 +439,7 @@ fn two_members_split_partitions_and_read_every_record_once() {
 
 #[test]
 fn commit_after_the_generation_ended_is_surfaced() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 2);
     let group = unique_name("cons-stale");
@@ -481,7 +486,7 @@ fn commit_after_the_generation_ended_is_surfaced() {
         ),
         other => panic!("expected an OffsetCommit error, got {other}"),
     }
-    let tps: Vec<TopicPartition> = (0..2).map(|p| TopicPartition::new(&topic, p)).collect();
+    let tps = partitions(&topic, 2);
     assert!(b2.committed(&tps).unwrap().values().all(Option::is_none));
     // The records come again: `b` holds the partitions now, and `a`, polling again, hears of
     // the rebalance and rejoins; between them every record is read again.
@@ -520,7 +525,7 @@ fn commit_after_the_generation_ended_is_surfaced() {
 
 #[test]
 fn revocation_window_commit_succeeds() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 2);
     let group = unique_name("cons-revoke");
@@ -556,7 +561,7 @@ fn revocation_window_commit_succeeds() {
     let mut b_records = first.unwrap().records;
     b_records.extend(drain_for(&mut b2, Duration::from_millis(800)));
     assert!(b_records.is_empty(), "nothing left to read: {b_records:?}");
-    let tps: Vec<TopicPartition> = (0..2).map(|p| TopicPartition::new(&topic, p)).collect();
+    let tps = partitions(&topic, 2);
     assert!(a.committed(&tps).unwrap().values().all(|o| *o == Some(4)));
     a.close().unwrap();
     b2.close().unwrap();
@@ -566,13 +571,8 @@ fn revocation_window_commit_succeeds() {
 /// metadata until the new leader is known, fetches there and reads every record exactly once.
 #[test]
 fn leader_failover_mid_stream() {
-    let cluster = crate::support::broker::Cluster::start(3, crate::support::broker::version_under_test());
-    let client = Client::builder()
-        .bootstrap_servers(cluster.bootstrap())
-        .request_timeout(Duration::from_secs(5))
-        .connect_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let cluster = broker::Cluster::start(3, broker::version_under_test());
+    let client = failover_client(cluster.bootstrap()).build().unwrap();
     let topic = unique_name("cons-failover");
     Admin::new(&client)
         .create_topics(&[NewTopic::new(&topic, 3, 3)], Duration::from_secs(60))
@@ -601,7 +601,7 @@ fn leader_failover_mid_stream() {
     seen.extend(more.iter().map(|r| (r.partition, r.offset)));
     let unique: BTreeSet<(i32, i64)> = seen.iter().copied().collect();
     assert_eq!((seen.len(), unique.len()), (60, 60), "every record exactly once");
-    let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
+    let tps = partitions(&topic, 3);
     assert!(c.committed(&tps).unwrap().values().all(|o| *o == Some(20)));
     c.close().unwrap();
 }
@@ -630,7 +630,7 @@ fn consume_through_proxy(release: &str) {
         Some(format!("{}-{}", got[0].partition, got[0].offset).as_bytes())
     );
     c.commit().unwrap();
-    let tps: Vec<TopicPartition> = (0..2).map(|p| TopicPartition::new(&topic, p)).collect();
+    let tps = partitions(&topic, 2);
     assert!(
         c.committed(&tps).unwrap().values().all(|o| *o == Some(6)),
         "{release}"
@@ -662,7 +662,7 @@ fn consumer_on_kafka_2_0_protocol() {
 #[test]
 #[ignore]
 fn consumer_throughput() {
-    let b = crate::support::broker::shared();
+    let b = broker::shared();
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 3);
     let total: usize = std::env::var("CONSUMER_BENCH_RECORDS")

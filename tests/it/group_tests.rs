@@ -1,9 +1,8 @@
 //! Group membership against a real broker: static restarts, eviction, fencing, dynamic joins.
 
-use crate::support::broker;
-use crate::support::unique_name;
-use kafka_group::group::{GroupEvent, GroupMember, MemberState, TopicPartition};
-use kafka_group::{Admin, Client, Error, NewTopic};
+use crate::support::{broker, thread_names, unique_name, wait_for};
+use kafka_group::group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
+use kafka_group::{Admin, Client, ClientBuilder, Error, NewTopic};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +18,15 @@ pub fn client(bootstrap: &str) -> Client {
         .client_id("group-tests")
         .build()
         .unwrap()
+}
+
+/// A client for a test that kills brokers: short request and connect timeouts, so that a dead
+/// node costs seconds rather than the defaults' minutes.
+pub fn failover_client(bootstrap: &str) -> ClientBuilder {
+    Client::builder()
+        .bootstrap_servers(bootstrap)
+        .request_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(2))
 }
 
 pub fn topic_with_partitions(client: &Client, partitions: i32) -> String {
@@ -120,25 +128,20 @@ impl Drop for Running {
     }
 }
 
-pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if cond() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("timed out after {timeout:?} waiting for {what}");
-}
-
-pub fn static_member(client: &Client, group: &str, topic: &str, instance: &str) -> GroupMember {
+/// A member of `group` subscribed to `topic` with the suite's timings; dynamic unless the caller
+/// adds an instance id.
+pub fn member_builder(client: &Client, group: &str, topic: &str) -> MemberBuilder {
     client
         .member(group)
-        .group_instance_id(instance)
         .topics([topic])
         .session_timeout(SESSION)
         .heartbeat_interval(HEARTBEAT)
         .rebalance_timeout(Duration::from_secs(20))
+}
+
+pub fn static_member(client: &Client, group: &str, topic: &str, instance: &str) -> GroupMember {
+    member_builder(client, group, topic)
+        .group_instance_id(instance)
         .build()
         .unwrap()
 }
@@ -278,16 +281,7 @@ fn dynamic_members_join_with_member_id_required() {
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, 4);
     let group = unique_name("dynamic");
-    let build = || {
-        client
-            .member(&group)
-            .topics([topic.as_str()])
-            .session_timeout(SESSION)
-            .heartbeat_interval(HEARTBEAT)
-            .rebalance_timeout(Duration::from_secs(20))
-            .build()
-            .unwrap()
-    };
+    let build = || member_builder(&client, &group, &topic).build().unwrap();
     let m1 = Running::start(build());
     let m2 = Running::start(build());
     wait_for("two dynamic members to converge", Duration::from_secs(60), || {
@@ -316,8 +310,7 @@ fn a_member_that_stops_heartbeating_is_evicted() {
     let group = unique_name("hung");
     let ms = three_static(&client, &group, &topic);
     let gen0 = ms[0].seen().generation;
-    let hung = ms.into_iter().collect::<Vec<_>>();
-    let mut it = hung.into_iter();
+    let mut it = ms.into_iter();
     let (a, b2, c) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
     let frozen = c.stop();
     frozen.freeze_heartbeats_for_tests();
@@ -344,13 +337,8 @@ fn restarted_static_leader_skips_assignment_but_watches_metadata() {
     let topic = topic_with_partitions(&client, 6);
     let group = unique_name("kip814");
     let leader_member = |instance: &str| {
-        client
-            .member(&group)
+        member_builder(&client, &group, &topic)
             .group_instance_id(instance)
-            .topics([topic.as_str()])
-            .session_timeout(SESSION)
-            .heartbeat_interval(HEARTBEAT)
-            .rebalance_timeout(Duration::from_secs(20))
             .metadata_max_age(Duration::from_millis(500))
             .build()
             .unwrap()
@@ -406,26 +394,17 @@ fn restarted_static_leader_skips_assignment_but_watches_metadata() {
 #[test]
 fn coordinator_failover_keeps_a_static_group() {
     let cluster = broker::Cluster::start(3, broker::version_under_test());
-    let client = Client::builder()
-        .bootstrap_servers(cluster.bootstrap())
-        .request_timeout(Duration::from_secs(5))
-        .connect_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let client = failover_client(cluster.bootstrap()).build().unwrap();
     let topic = unique_name("failover-topic");
     Admin::new(&client)
         .create_topics(&[NewTopic::new(&topic, 6, 3)], Duration::from_secs(60))
         .unwrap();
     let group = unique_name("failover");
     let member = |i: &str| {
-        client
-            .member(&group)
+        member_builder(&client, &group, &topic)
             .group_instance_id(i)
-            .topics([topic.as_str()])
             // Long enough to ride out the broker's own failure detection (6 s in scripts/kafka).
             .session_timeout(Duration::from_secs(20))
-            .heartbeat_interval(HEARTBEAT)
-            .rebalance_timeout(Duration::from_secs(20))
             .build()
             .unwrap()
     };
@@ -496,14 +475,6 @@ fn close_leaves_no_thread_behind() {
     );
 }
 
-fn thread_names() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .map(|s| s.trim().to_string())
-        .collect()
-}
-
 mod through_the_proxy {
     //! Older brokers, emulated by the version-capping proxy in front of a Kafka 3.9 broker.
 
@@ -522,11 +493,7 @@ mod through_the_proxy {
         policy: OldBrokerPolicy,
     ) -> Result<GroupMember, Error> {
         let client = client(&p.bootstrap());
-        let mut b = client
-            .member(&unique_name("proxy-grp"))
-            .topics([topic])
-            .session_timeout(SESSION)
-            .heartbeat_interval(HEARTBEAT)
+        let mut b = member_builder(&client, &unique_name("proxy-grp"), topic)
             .rebalance_timeout(Duration::from_secs(10))
             .old_broker_policy(policy);
         if let Some(i) = instance {

@@ -14,10 +14,10 @@
 //! leading; the other client's own report says which it was (the Java client's assignor is
 //! Kafka's `RangeAssignor` with a print added, kcat's is librdkafka's debug log).
 
-use crate::group_tests::{client, static_member, topic_with_partitions, Running, Seen};
+use crate::group_tests::{client, converged, static_member, topic_with_partitions, Running, Seen};
 use crate::support::java::Java;
-use crate::support::process::{records, Process, Record};
-use crate::support::{broker, kcat, unique_name};
+use crate::support::process::{Process, Record};
+use crate::support::{broker, kcat, unique_name, wait_for};
 use kafka_group::group::MemberState;
 use kafka_group::{Admin, Client, GroupDescription, MemberDescription};
 use std::collections::{BTreeMap, BTreeSet};
@@ -135,6 +135,21 @@ impl Other {
             }
         }
     }
+}
+
+/// The records the producers of these tests write: `per_partition` to each of `partitions`, value
+/// `p<partition>-<i>` at offset `i`.
+fn produced(partitions: impl IntoIterator<Item = i32>, per_partition: usize) -> Vec<Record> {
+    partitions
+        .into_iter()
+        .flat_map(|p| {
+            (0..per_partition).map(move |i| Record {
+                partition: p,
+                offset: i as i64,
+                value: format!("p{p}-{i}"),
+            })
+        })
+        .collect()
 }
 
 fn partition_list(s: &str, sep: char) -> Vec<i32> {
@@ -259,8 +274,8 @@ fn mixed_group(
         }
         Leader::Ours => {
             let ours = start_ours();
-            crate::group_tests::wait_for("our two members to converge", SETTLE, || {
-                crate::group_tests::converged(&ours.iter().collect::<Vec<_>>(), PARTITIONS as usize)
+            wait_for("our two members to converge", SETTLE, || {
+                converged(&ours.iter().collect::<Vec<_>>(), PARTITIONS as usize)
             });
             // Only now, so that the first of ours to join stays the leader.
             let ours_gen = ours[0].seen().generation;
@@ -366,25 +381,8 @@ impl MixedGroup {
     fn check_consumes_its_partitions(&mut self, produce: impl FnOnce(&str, &str)) {
         produce(&self.bootstrap, &self.topic);
         let mine = self.assignment[&self.other.identity()].clone();
-        let expected: Vec<Record> = mine
-            .iter()
-            .flat_map(|&p| {
-                (0..PER_PARTITION).map(move |i| Record {
-                    partition: p,
-                    offset: i as i64,
-                    value: format!("p{p}-{i}"),
-                })
-            })
-            .collect();
-        let deadline = Instant::now() + SETTLE;
-        let got = loop {
-            let mut got = records(&self.other.process.stdout());
-            got.sort();
-            if got.len() >= expected.len() || Instant::now() >= deadline {
-                break got;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let expected = produced(mine.iter().copied(), PER_PARTITION);
+        let got = self.other.process.wait_for_records(expected.len(), SETTLE);
         assert_eq!(
             got,
             expected,
@@ -626,24 +624,8 @@ mod compression {
             "java",
             None,
         );
-        let expected: Vec<Record> = (0..COMPRESSIONS.len() as i32)
-            .flat_map(|p| {
-                (0..PER).map(move |i| Record {
-                    partition: p,
-                    offset: i as i64,
-                    value: format!("p{p}-{i}"),
-                })
-            })
-            .collect();
-        let deadline = Instant::now() + DEADLINE;
-        let got = loop {
-            let mut got = records(&consumer.stdout());
-            got.sort();
-            if got.len() >= expected.len() || Instant::now() >= deadline {
-                break got;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let expected = produced(0..COMPRESSIONS.len() as i32, PER);
+        let got = consumer.wait_for_records(expected.len(), DEADLINE);
         assert_eq!(got, expected, "java {}\n{}", java.version(), consumer.report());
     }
 

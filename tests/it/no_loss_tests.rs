@@ -3,9 +3,8 @@
 //! (seeded, so a failure replays): within the session timeout, beyond it, and by starting a
 //! duplicate of a running instance id, which must fence the older process.
 
-use crate::group_tests::{client, topic_with_partitions, wait_for, HEARTBEAT};
-use crate::support::broker;
-use crate::support::unique_name;
+use crate::group_tests::{client, topic_with_partitions, HEARTBEAT};
+use crate::support::{broker, unique_name, wait_for};
 use kafka_group::producer::{key_partition, ProducerRecord};
 use kafka_group::protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_group::protocol::messages::OffsetFetchRequest;

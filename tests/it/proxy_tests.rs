@@ -5,6 +5,7 @@
 
 use crate::support::proxy::{self, Proxy};
 use crate::support::wire::{self, WireClient};
+use crate::support::{thread_names, wait_for};
 use kafka_group::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
 };
@@ -56,17 +57,6 @@ fn assert_eof(client: &mut WireClient, what: &str) {
             ),
             "{what}: unexpected error {e}"
         ),
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -458,9 +448,8 @@ fn drop_stops_listeners_and_closes_clients() {
 
 /// Threads of this process whose name starts with `prefix`.
 fn thread_count(prefix: &str) -> usize {
-    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task (Linux only)");
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+    thread_names()
+        .iter()
         .filter(|name| name.starts_with(prefix))
         .count()
 }

@@ -26,7 +26,7 @@ struct Row {
 
 pub fn run(ctx: &Ctx, _args: Args) -> Result<(), Failure> {
     let meta = ctx.client.refresh_metadata(Some(&[]))?;
-    let caps = &ctx.client.connection_config().version_caps;
+    let config = ctx.client.connection_config();
     let mut docs = Vec::new();
     let mut failed = Vec::new();
     for (i, broker) in meta.brokers.values().enumerate() {
@@ -40,18 +40,11 @@ pub fn run(ctx: &Ctx, _args: Args) -> Result<(), Failure> {
         };
         let rows: Vec<Row> = ApiKey::ALL
             .iter()
-            .map(|&api| {
-                let cap = caps.get(&api.key()).copied();
-                let mut ours = api.versions();
-                if let Some(cap) = cap {
-                    ours.max = ours.max.min(cap);
-                }
-                Row {
-                    api,
-                    ours,
-                    broker: table.get(&api.key()).copied(),
-                    chosen: versions::pick(api, &table, cap).ok(),
-                }
+            .map(|&api| Row {
+                api,
+                ours: versions::ours(api, config.version_cap(api)),
+                broker: table.get(&api.key()).copied(),
+                chosen: config.pick_version(api, &table).ok(),
             })
             .collect();
         let release = releases::newest_matching(&table);

@@ -3,8 +3,9 @@
 
 use crate::output::Json;
 use crate::{Ctx, Failure};
+use kafka_group::group::action::{classify, GroupAction};
 use kafka_group::group::{GroupEvent, TopicPartition};
-use kafka_group::{ConsumerRecord, Error, KafkaCode, OffsetReset};
+use kafka_group::{ConsumerRecord, Error, OffsetReset};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,15 +113,15 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A commit refused because the member's generation is over, which the next poll repairs.
+/// A commit refused because the member's generation is over (the group would have it rejoin),
+/// which the next poll repairs.
 fn generation_ended(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Kafka {
-            code: KafkaCode::RebalanceInProgress | KafkaCode::IllegalGeneration | KafkaCode::UnknownMemberId,
-            ..
-        }
-    )
+    e.kafka_code().is_some_and(|code| {
+        matches!(
+            classify(code),
+            GroupAction::Rejoin | GroupAction::RejoinWithResetMemberId
+        )
+    })
 }
 
 /// A flag set when standard input reaches its end (or fails), read on a background thread

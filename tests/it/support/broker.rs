@@ -99,6 +99,11 @@ pub fn version_under_test() -> &'static str {
     })
 }
 
+/// Downloads `version` (an alias or exact release) into the jar cache unless it is there.
+pub fn fetch(version: &str) {
+    scripts_kafka(&["fetch", version]).unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// The exact release an alias (`4.x`, `3.9`) stands for, from `scripts/kafka-versions`.
 pub fn resolve_version(version: &str) -> String {
     scripts_kafka(&["resolve", version]).unwrap_or_else(|e| panic!("{e}"))
@@ -224,7 +229,8 @@ fn scripts_kafka(args: &[&str]) -> Result<String, String> {
     let stdout = String::from_utf8_lossy(&output.stdout);
     match stdout.lines().rev().find(|line| !line.trim().is_empty()) {
         Some(line) => Ok(line.trim().to_owned()),
-        None if args[0] == "kill" || args[0] == "stop" => Ok(String::new()),
+        // These print nothing on stdout when they succeed.
+        None if matches!(args[0], "fetch" | "kill" | "stop") => Ok(String::new()),
         None => Err(format!("`{command}` printed nothing on stdout")),
     }
 }

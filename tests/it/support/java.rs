@@ -27,7 +27,7 @@ impl Java {
         let version = super::broker::resolve_version(version);
         let libs = kafka_cache().join(&version).join("libs");
         if !libs.join(format!("kafka-clients-{version}.jar")).is_file() {
-            fetch(&version);
+            super::broker::fetch(&version);
         }
         let classes = compile(&version, &libs);
         Java {
@@ -119,19 +119,6 @@ fn kafka_cache() -> PathBuf {
             PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/kafka-group/kafka")
         }
     }
-}
-
-fn fetch(version: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka");
-    let status = Command::new("bash")
-        .arg(&script)
-        .args(["fetch", version])
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        status.success(),
-        "scripts/kafka fetch {version} failed ({status})"
-    );
 }
 
 /// Compiles into `target/interop-java/<release>-<hash of the source>`: a directory is complete

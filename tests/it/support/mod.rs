@@ -12,7 +12,7 @@ pub mod scripted;
 pub mod wire;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A topic or group name no other test uses: tests run in parallel against one shared broker,
 /// and an external one (`KAFKA_BOOTSTRAP`) keeps names from earlier runs. The pid and counter
@@ -31,4 +31,25 @@ pub fn unique_name(prefix: &str) -> String {
 /// output; called by every fixture so that each test gets it without thinking about it.
 pub fn init_logs() {
     let _ = env_logger::builder().is_test(true).try_init();
+}
+
+/// Polls `cond` every 20 ms until it holds; panics naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+/// The names of this process's threads (Linux: `/proc/self/task/*/comm`, at most 15 bytes).
+pub fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task (Linux only)")
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .map(|s| s.trim().to_string())
+        .collect()
 }

@@ -103,6 +103,20 @@ impl Process {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The records among its stdout (see [`records`]), sorted, once there are at least `n` or
+    /// `timeout` has passed, whichever comes first.
+    pub fn wait_for_records(&self, n: usize, timeout: Duration) -> Vec<Record> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut got = records(&self.stdout());
+            got.sort();
+            if got.len() >= n || Instant::now() >= deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The exit status, if it has exited.
     pub fn exit_status(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().unwrap_or(None)

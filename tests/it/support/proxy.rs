@@ -44,17 +44,21 @@ const MAX_FRAME: usize = 64 << 20;
 /// A release's table: API key → (min version, max version).
 pub type VersionTable = BTreeMap<i16, (i16, i16)>;
 
+/// The TSV's data rows with their line numbers: no blank lines, comments or header.
+fn rows() -> impl Iterator<Item = (usize, &'static str)> {
+    TSV.lines()
+        .enumerate()
+        .map(|(n, line)| (n + 1, line.trim_end()))
+        .filter(|(_, line)| !(line.is_empty() || line.starts_with('#') || line.starts_with("release\t")))
+}
+
 fn tables() -> &'static BTreeMap<String, VersionTable> {
     static TABLES: OnceLock<BTreeMap<String, VersionTable>> = OnceLock::new();
     TABLES.get_or_init(|| {
         let mut tables: BTreeMap<String, VersionTable> = BTreeMap::new();
-        for (n, line) in TSV.lines().enumerate() {
-            let line = line.trim_end();
-            if line.is_empty() || line.starts_with('#') || line.starts_with("release\t") {
-                continue;
-            }
+        for (n, line) in rows() {
             let cols: Vec<&str> = line.split('\t').collect();
-            let bad = || panic!("broker-api-versions.tsv line {}: malformed row {line:?}", n + 1);
+            let bad = || panic!("broker-api-versions.tsv line {n}: malformed row {line:?}");
             if cols.len() != 5 {
                 bad();
             }
@@ -68,8 +72,7 @@ fn tables() -> &'static BTreeMap<String, VersionTable> {
                 .insert(key, (min, max));
             assert!(
                 previous.is_none(),
-                "broker-api-versions.tsv line {}: duplicate key {key}",
-                n + 1
+                "broker-api-versions.tsv line {n}: duplicate key {key}"
             );
         }
         tables
@@ -80,10 +83,7 @@ fn tables() -> &'static BTreeMap<String, VersionTable> {
 pub fn releases() -> Vec<&'static str> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for line in TSV.lines() {
-        if line.starts_with('#') || line.starts_with("release\t") || line.trim().is_empty() {
-            continue;
-        }
+    for (_, line) in rows() {
         let name = line.split('\t').next().unwrap_or_default();
         if seen.insert(name) {
             out.push(name);
@@ -262,7 +262,7 @@ impl Drop for Proxy {
         }
         inner.drop_connections();
         inner.faults_changed.notify_all();
-        let threads = std::mem::take(&mut *inner.conn_threads.lock().unwrap_or_else(|p| p.into_inner()));
+        let threads = std::mem::take(&mut *lock(&inner.conn_threads));
         for t in threads {
             let _ = t.join();
         }
