@@ -121,10 +121,10 @@ mod tests {
         assert!(t.should_send(t0 + 3110 * MS));
         assert!(!t.session_expired(t0 + 9999 * MS));
         assert!(t.session_expired(t0 + 10_000 * MS));
-        assert_eq!(
-            t.time_to_next(t0 + 9990 * MS),
-            Duration::ZERO.max(t.time_to_next(t0 + 9990 * MS))
-        );
+        // The retry is due 100 ms after the failure, well before the session deadline...
+        assert_eq!(t.time_to_next(t0 + 3050 * MS), 60 * MS);
+        // ...and once it is overdue there is nothing to wait for.
+        assert_eq!(t.time_to_next(t0 + 9990 * MS), Duration::ZERO);
         t.on_sent(t0 + 9000 * MS);
         t.on_success(t0 + 9100 * MS);
         assert!(!t.session_expired(t0 + 19_000 * MS));
