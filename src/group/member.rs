@@ -873,7 +873,7 @@ impl GroupMember {
                     "{}: subscribed topics changed ({snapshot:?} -> {now:?}); rebalancing",
                     self.ctx()
                 );
-                self.rejoin = Some(false);
+                self.schedule_rejoin(false);
             }
             Ok(_) => {}
             Err(e) => log::debug!("{}: metadata check failed: {e}", self.ctx()),
