@@ -70,7 +70,7 @@ where
     let mut group = c.benchmark_group(format!("{name}-decode"));
     group.throughput(Throughput::Bytes(frame.len() as u64));
     group.bench_function("ours", |b| {
-        b.iter(|| M::decode(&mut Decoder::new(black_box(&frame).clone()), version).expect("decode"))
+        b.iter(|| M::decode(&mut Decoder::new(black_box(&frame)), version).expect("decode"))
     });
     group.bench_function("kafka-protocol", |b| {
         b.iter(|| T::decode(&mut black_box(&frame).clone(), version).expect("decode"))

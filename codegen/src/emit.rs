@@ -509,7 +509,7 @@ fn emit_decode(out: &mut String, m: &Message, s: &Struct, top: bool) {
         out,
         // `#[inline]` lets the caller's crate inline a small message's decode as it can the
         // (generic) encode; LLVM still declines for the big ones.
-        "        #[inline]\n        fn decode(d: &mut Decoder, version: i16) -> Result<Self, DecodeError> {{"
+        "        #[inline]\n        fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {{"
     );
     if top {
         let _ = writeln!(

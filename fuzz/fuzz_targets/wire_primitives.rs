@@ -106,7 +106,7 @@ fn varint<T: Copy + PartialEq + std::fmt::Debug>(
         assert!(d.position() - before <= max);
         let mut w = Vec::new();
         put(&mut w, v);
-        assert_eq!(read(&mut Decoder::new(w)), Ok(v));
+        assert_eq!(read(&mut Decoder::new(&bytes::Bytes::from(w))), Ok(v));
     }
 }
 
@@ -154,7 +154,7 @@ fn read_one(d: &mut Decoder, raw: &[u8], op: &Read) {
                 payload_ends_read(raw, before, d.position(), s.as_bytes());
                 let mut w = Vec::new();
                 put_string(&mut w, &s, compact).expect("a string read as classic fits classic");
-                assert_eq!(Decoder::new(w).get_string(compact), Ok(s));
+                assert_eq!(Decoder::new(&bytes::Bytes::from(w)).get_string(compact), Ok(s));
             }
         }
         Read::NullableString { compact } => {
@@ -167,7 +167,7 @@ fn read_one(d: &mut Decoder, raw: &[u8], op: &Read) {
                     }
                     None => put_null_string(&mut w, compact),
                 }
-                assert_eq!(Decoder::new(w).get_nullable_string(compact), Ok(s));
+                assert_eq!(Decoder::new(&bytes::Bytes::from(w)).get_nullable_string(compact), Ok(s));
             }
         }
         Read::Bytes { compact } => {
@@ -305,14 +305,16 @@ fn read_back(d: &mut Decoder, v: &Value) {
 }
 
 fuzz_target!(|input: Input| {
-    let mut d = Decoder::new(input.buf.clone());
+    let frame_bytes = bytes::Bytes::from(input.buf.clone());
+    let mut d = Decoder::new(&frame_bytes);
     for op in &input.reads {
         read_one(&mut d, &input.buf, op);
     }
 
     let mut buf = Vec::new();
     let written: Vec<&Value> = input.values.iter().filter(|v| write(&mut buf, v)).collect();
-    let mut d = Decoder::new(buf);
+    let frame_bytes = bytes::Bytes::from(buf);
+    let mut d = Decoder::new(&frame_bytes);
     for v in written {
         read_back(&mut d, v);
     }

@@ -56,7 +56,8 @@ pub fn check_message<M: Message + PartialEq + Debug>(version: i16, body: &[u8]) 
         );
         return;
     }
-    let mut d = Decoder::new(body.to_vec());
+    let frame_bytes = bytes::Bytes::from(body.to_vec());
+    let mut d = Decoder::new(&frame_bytes);
     let start = M::decode(&mut d, version);
     // `from_bytes` is `decode` plus "nothing left over"; anything else is a second decoder.
     match (&start, &whole) {
@@ -94,7 +95,8 @@ where
         return;
     }
     let hv = R::response_header_version(version);
-    let mut d = Decoder::new(frame.to_vec());
+    let frame_bytes = bytes::Bytes::from(frame.to_vec());
+    let mut d = Decoder::new(&frame_bytes);
     let Ok(header) = ResponseHeader::decode(&mut d, hv) else {
         return;
     };
@@ -111,7 +113,8 @@ where
             R::NAME
         )
     });
-    let mut d = Decoder::new(buf);
+    let frame_bytes = bytes::Bytes::from(buf);
+    let mut d = Decoder::new(&frame_bytes);
     let header2 = ResponseHeader::decode(&mut d, hv).expect("the header decodes again");
     let body2 = R::Response::decode(&mut d, version).expect("the body decodes again");
     assert_eq!(

@@ -104,8 +104,8 @@ fn framed<M: Message>(m: &M, version: i16) -> Bytes {
 
 /// Reads the version prefix; a newer version than ours is read as ours, ignoring what
 /// follows, as Kafka's ConsumerProtocol does for forward compatibility.
-fn unframe(bytes: &Bytes) -> Result<(Decoder, i16), DecodeError> {
-    let mut d = Decoder::new(bytes.clone());
+fn unframe(bytes: &Bytes) -> Result<(Decoder<'_>, i16), DecodeError> {
+    let mut d = Decoder::new(bytes);
     let version = d.get_i16()?;
     if version < 0 {
         return Err(DecodeError::UnsupportedVersion {

@@ -183,8 +183,8 @@ impl Connection {
     ) -> Result<R::Response> {
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
-        let mut d = self.exchange::<R>(req, version, timeout)?;
-        <R::Response as Message>::decode(&mut d, version).map_err(|source| self.decode_failed(api, source))
+        let body = self.exchange::<R>(req, version, timeout)?;
+        <R::Response as Message>::decode(&mut Decoder::new(&body), version).map_err(|source| self.decode_failed(api, source))
     }
 
     /// Sends `req` at `version` without waiting for a response, for the one request the broker
@@ -237,15 +237,16 @@ impl Connection {
         Ok(correlation_id)
     }
 
-    /// Writes one request frame and reads its response, returning a decoder positioned at the
-    /// response body.
-    fn exchange<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<Decoder> {
+    /// Writes one request frame and reads its response, returning the response body (the frame
+    /// after its header).
+    fn exchange<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<Bytes> {
         let api = R::API_KEY;
         let correlation_id = self.write_request(req, version)?;
-        let frame = self.read_frame(timeout.unwrap_or(self.config.request_timeout))?;
-        let mut d = Decoder::new(frame);
-        let header = ResponseHeader::decode(&mut d, R::response_header_version(version))
-            .map_err(|source| self.decode_failed(api, source))?;
+        let mut frame = self.read_frame(timeout.unwrap_or(self.config.request_timeout))?;
+        let mut d = Decoder::new(&frame);
+        let header = ResponseHeader::decode(&mut d, R::response_header_version(version));
+        let header_len = d.position();
+        let header = header.map_err(|source| self.decode_failed(api, source))?;
         if header.correlation_id != correlation_id {
             self.broken = true;
             return Err(Error::Protocol {
@@ -256,7 +257,9 @@ impl Connection {
                 },
             });
         }
-        Ok(d)
+        // The frame is ours alone, so this moves a pointer and touches no reference count.
+        bytes::Buf::advance(&mut frame, header_len);
+        Ok(frame)
     }
 
     /// A response that does not decode leaves the rest of the stream unaccounted for.
@@ -352,7 +355,8 @@ impl Connection {
                 client_software_version: SOFTWARE_VERSION.into(),
                 ..Default::default()
             };
-            let mut d = self.exchange(&req, version, None)?;
+            let body = self.exchange(&req, version, None)?;
+            let mut d = Decoder::new(&body);
             // Every version starts with the error code; on UNSUPPORTED_VERSION the body is in
             // the v0 shape whatever version we sent.
             let mut peek = d.clone();

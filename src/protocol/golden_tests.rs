@@ -210,7 +210,8 @@ fn api_versions_v3_response_behind_header_v0() {
         0x01, 0x08,                                     //   tag 1 finalized_features_epoch, 8 bytes
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x05, //     epoch 5
     ];
-    let mut d = Decoder::new(frame.to_vec());
+    let frame_bytes = bytes::Bytes::from(frame.to_vec());
+    let mut d = Decoder::new(&frame_bytes);
     let header = ResponseHeader::decode(&mut d, 0).unwrap();
     assert_eq!(header.correlation_id, 42);
     let resp = ApiVersionsResponse::decode(&mut d, 3).unwrap();
@@ -248,7 +249,8 @@ fn api_versions_v3_response_behind_header_v0() {
 
     // Reading the same frame with header v1 would take the error code's first byte as the
     // header's tagged-field count and misparse everything after it.
-    let mut d = Decoder::new(frame.to_vec());
+    let frame_bytes = bytes::Bytes::from(frame.to_vec());
+    let mut d = Decoder::new(&frame_bytes);
     ResponseHeader::decode(&mut d, 1).unwrap();
     assert_ne!(ApiVersionsResponse::decode(&mut d, 3).ok(), Some(expected));
 }

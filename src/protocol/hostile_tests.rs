@@ -187,7 +187,7 @@ impl Visit for RandomInput {
                     }
                     // Random bytes are rarely exactly one message, but often start with one, as
                     // a body starts after its header in a frame: decode that much too.
-                    let mut d = super::Decoder::new(input.clone());
+                    let mut d = super::Decoder::new(&input);
                     if let Ok(v) =
                         no_panic::<M, _>(&input, version, "random bytes", || M::decode(&mut d, version))
                     {
@@ -330,7 +330,8 @@ fn plant(bytes: &Bytes, p: usize) -> Vec<Bytes> {
     };
     out.extend(HOSTILE_INT32.iter().filter_map(|v| overwrite(&v.to_be_bytes())));
     out.extend(HOSTILE_INT16.iter().filter_map(|v| overwrite(&v.to_be_bytes())));
-    let mut d = super::Decoder::new(bytes.slice(p..));
+    let tail = bytes.slice(p..);
+    let mut d = super::Decoder::new(&tail);
     if d.get_uvarint().is_ok() {
         let end = p + d.position();
         for v in HOSTILE_UVARINT {

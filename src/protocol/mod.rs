@@ -228,7 +228,7 @@ pub trait Message: Sized {
     fn encode<B: WireWrite + ?Sized>(&self, version: i16, buf: &mut B) -> Result<(), EncodeError>;
 
     /// Reads one value in `version` from `d`.
-    fn decode(d: &mut Decoder, version: i16) -> Result<Self, DecodeError>;
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError>;
 
     /// Encodes into a new buffer.
     fn to_bytes(&self, version: i16) -> Result<Vec<u8>, EncodeError> {
@@ -239,7 +239,8 @@ pub trait Message: Sized {
 
     /// Decodes a buffer that must hold exactly one value.
     fn from_bytes(bytes: impl Into<Bytes>, version: i16) -> Result<Self, DecodeError> {
-        let mut d = Decoder::new(bytes);
+        let bytes = bytes.into();
+        let mut d = Decoder::new(&bytes);
         let v = Self::decode(&mut d, version)?;
         match d.remaining() {
             0 => Ok(v),

@@ -399,16 +399,20 @@ pub fn put_unknown_tagged<B: WireWrite + ?Sized>(buf: &mut B, fields: &UnknownTa
     }
 }
 
-/// Reads Kafka primitives from a frame without copying `bytes` and `records` fields: they come
-/// out as slices sharing the frame's buffer.
+/// Reads Kafka primitives from a frame it borrows, without copying `bytes` and `records` fields:
+/// they come out as slices sharing the frame's buffer.
 ///
-/// The unread part is kept as a `Bytes` that shrinks from the front (as kafka-protocol does):
-/// every read then needs one comparison against its length, where an offset into the frame
-/// needed the compiler to prove `offset <= len` and `offset + n` does not overflow as well.
+/// The decoder holds the unread part as a plain `&[u8]` that shrinks from the front: every read
+/// is one comparison against its length, and building a decoder touches no reference count.
+/// Only a `bytes` or `records` field takes a reference on the frame (`Bytes::slice_ref`), so a
+/// heartbeat or a metadata answer decodes without a single atomic operation, where a decoder
+/// owning a `Bytes` clone pays two (one to clone, one to drop) on every message.
 #[derive(Debug, Clone)]
-pub struct Decoder {
-    rest: Bytes,
-    /// Length of the whole buffer, so that `position` survives `rest` shrinking.
+pub struct Decoder<'a> {
+    rest: &'a [u8],
+    /// The frame `rest` lies in, for sharing slices of it.
+    frame: &'a Bytes,
+    /// Length of this decoder's whole buffer, so that `position` survives `rest` shrinking.
     len: usize,
 }
 
@@ -419,13 +423,14 @@ fn truncated(needed: usize, remaining: usize) -> DecodeError {
     DecodeError::Truncated { needed, remaining }
 }
 
-impl Decoder {
+impl<'a> Decoder<'a> {
     /// A decoder over a whole frame (or any buffer).
-    pub fn new(buf: impl Into<Bytes>) -> Self {
-        let rest = buf.into();
+    #[inline]
+    pub fn new(frame: &'a Bytes) -> Self {
         Decoder {
-            len: rest.len(),
-            rest,
+            rest: frame,
+            frame,
+            len: frame.len(),
         }
     }
 
@@ -444,11 +449,10 @@ impl Decoder {
     /// The next `N` bytes by value.
     #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        match self.rest.first_chunk::<N>() {
-            Some(a) => {
-                let a = *a;
-                bytes::Buf::advance(&mut self.rest, N);
-                Ok(a)
+        match self.rest.split_first_chunk::<N>() {
+            Some((a, tail)) => {
+                self.rest = tail;
+                Ok(*a)
             }
             None => Err(truncated(N, self.rest.len())),
         }
@@ -512,9 +516,9 @@ impl Decoder {
     #[inline]
     pub fn get_uvarint(&mut self) -> Result<u32, DecodeError> {
         // Lengths, counts and tags are almost always below 128: one byte, read inline.
-        match self.rest.first() {
-            Some(&b) if b < 0x80 => {
-                bytes::Buf::advance(&mut self.rest, 1);
+        match self.rest.split_first() {
+            Some((&b, tail)) if b < 0x80 => {
+                self.rest = tail;
                 Ok(b as u32)
             }
             _ => self.get_uvarint_long(),
@@ -602,11 +606,11 @@ impl Decoder {
 
     #[inline]
     fn str_from(&mut self, len: usize) -> Result<KafkaStr, DecodeError> {
-        let Some(raw) = self.rest.get(..len) else {
+        let Some((raw, tail)) = self.rest.split_at_checked(len) else {
             return Err(truncated(len, self.remaining()));
         };
         let s = KafkaStr::from_utf8(raw).map_err(|_| DecodeError::InvalidUtf8)?;
-        bytes::Buf::advance(&mut self.rest, len);
+        self.rest = tail;
         Ok(s)
     }
 
@@ -649,10 +653,20 @@ impl Decoder {
     /// Reads `n` bytes as a slice of the frame.
     #[inline]
     pub fn get_raw(&mut self, n: usize) -> Result<Bytes, DecodeError> {
-        if n > self.remaining() {
-            return Err(truncated(n, self.remaining()));
+        let raw = self.take(n)?;
+        Ok(self.frame.slice_ref(raw))
+    }
+
+    /// The next `n` bytes, borrowed, advancing past them.
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        match self.rest.split_at_checked(n) {
+            Some((head, tail)) => {
+                self.rest = tail;
+                Ok(head)
+            }
+            None => Err(truncated(n, self.rest.len())),
         }
-        Ok(self.rest.split_to(n))
     }
 
     /// Reads `n` elements of a fixed-width type (`N` bytes each on the wire) at once: one length
@@ -666,7 +680,7 @@ impl Decoder {
         from_be: impl Fn([u8; N]) -> T,
     ) -> Result<Vec<T>, DecodeError> {
         let size = n.saturating_mul(N);
-        let Some(raw) = self.rest.get(..size) else {
+        let Some((raw, tail)) = self.rest.split_at_checked(size) else {
             return Err(truncated(size, self.remaining()));
         };
         let v = raw
@@ -677,7 +691,7 @@ impl Decoder {
                 from_be(a)
             })
             .collect();
-        bytes::Buf::advance(&mut self.rest, size);
+        self.rest = tail;
         Ok(v)
     }
 
@@ -686,11 +700,11 @@ impl Decoder {
     #[inline]
     pub fn get_int32_list(&mut self, n: usize) -> Result<Int32List, DecodeError> {
         let size = n.saturating_mul(4);
-        let Some(raw) = self.rest.get(..size) else {
+        let Some((raw, tail)) = self.rest.split_at_checked(size) else {
             return Err(truncated(size, self.remaining()));
         };
         let list = Int32List::from_be_bytes(raw);
-        bytes::Buf::advance(&mut self.rest, size);
+        self.rest = tail;
         Ok(list)
     }
 
@@ -708,8 +722,13 @@ impl Decoder {
 
     /// A decoder over the next `n` bytes (a tagged field's value), advancing past them.
     #[inline]
-    pub fn sub(&mut self, n: usize) -> Result<Decoder, DecodeError> {
-        Ok(Decoder::new(self.get_raw(n)?))
+    pub fn sub(&mut self, n: usize) -> Result<Decoder<'a>, DecodeError> {
+        let rest = self.take(n)?;
+        Ok(Decoder {
+            rest,
+            frame: self.frame,
+            len: n,
+        })
     }
 
     /// How many elements of `T` to reserve for an array of `n`: at most what the remaining bytes
@@ -730,13 +749,16 @@ mod tests {
         for v in [0u32, 1, 127, 128, 300, 16_383, 16_384, u32::MAX] {
             let mut buf = Vec::new();
             put_uvarint(&mut buf, v);
-            let mut d = Decoder::new(buf);
+            let frame = Bytes::from(buf);
+            let mut d = Decoder::new(&frame);
             assert_eq!(d.get_uvarint().unwrap(), v);
             assert_eq!(d.remaining(), 0);
         }
-        let mut d = Decoder::new(vec![0xff, 0xff, 0xff, 0xff, 0x1f]);
+        let frame = Bytes::from(vec![0xff, 0xff, 0xff, 0xff, 0x1f]);
+        let mut d = Decoder::new(&frame);
         assert_eq!(d.get_uvarint(), Err(DecodeError::VarintTooLong));
-        let mut d = Decoder::new(vec![0x80, 0x80]);
+        let frame = Bytes::from(vec![0x80, 0x80]);
+        let mut d = Decoder::new(&frame);
         assert!(matches!(d.get_uvarint(), Err(DecodeError::Truncated { .. })));
     }
 
@@ -745,12 +767,12 @@ mod tests {
         for v in [0i32, -1, 1, i32::MIN, i32::MAX, -64, 63] {
             let mut buf = Vec::new();
             put_varint(&mut buf, v);
-            assert_eq!(Decoder::new(buf).get_varint().unwrap(), v);
+            assert_eq!(Decoder::new(&Bytes::from(buf)).get_varint().unwrap(), v);
         }
         for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
             let mut buf = Vec::new();
             put_varlong(&mut buf, v);
-            assert_eq!(Decoder::new(buf).get_varlong().unwrap(), v);
+            assert_eq!(Decoder::new(&Bytes::from(buf)).get_varlong().unwrap(), v);
         }
         // Known encodings from Kafka's ByteUtilsTest.
         let mut buf = Vec::new();
@@ -769,7 +791,8 @@ mod tests {
         put_string(&mut buf, "abc", true).unwrap();
         put_null_string(&mut buf, true);
         assert_eq!(buf, [0, 3, b'a', b'b', b'c', 0xff, 0xff, 4, b'a', b'b', b'c', 0]);
-        let mut d = Decoder::new(buf);
+        let frame = Bytes::from(buf);
+        let mut d = Decoder::new(&frame);
         assert_eq!(d.get_string(false).unwrap(), "abc");
         assert_eq!(d.get_nullable_string(false).unwrap(), None);
         assert_eq!(d.get_nullable_string(true).unwrap().as_deref(), Some("abc"));
@@ -787,18 +810,23 @@ mod tests {
     #[test]
     fn hostile_lengths_are_errors_not_allocations() {
         // i32::MAX bytes announced, 2 present.
-        let mut d = Decoder::new(vec![0x7f, 0xff, 0xff, 0xff, 1, 2]);
+        let frame = Bytes::from(vec![0x7f, 0xff, 0xff, 0xff, 1, 2]);
+        let mut d = Decoder::new(&frame);
         assert!(matches!(d.get_bytes(false), Err(DecodeError::Truncated { .. })));
-        let mut d = Decoder::new(vec![0x7f, 0xff, 0xff, 0xff]);
+        let frame = Bytes::from(vec![0x7f, 0xff, 0xff, 0xff]);
+        let mut d = Decoder::new(&frame);
         assert!(matches!(
             d.get_array_len(false),
             Err(DecodeError::Truncated { .. })
         ));
-        let mut d = Decoder::new(vec![0xff, 0xff, 0xff, 0xfe]);
+        let frame = Bytes::from(vec![0xff, 0xff, 0xff, 0xfe]);
+        let mut d = Decoder::new(&frame);
         assert_eq!(d.get_array_len(false), Err(DecodeError::InvalidLength(-2)));
-        let mut d = Decoder::new(vec![0, 2, 0xff, 0xfe]);
+        let frame = Bytes::from(vec![0, 2, 0xff, 0xfe]);
+        let mut d = Decoder::new(&frame);
         assert_eq!(d.get_string(false), Err(DecodeError::InvalidUtf8));
-        let d = Decoder::new(vec![0u8; 64]);
+        let frame = Bytes::from(vec![0u8; 64]);
+        let d = Decoder::new(&frame);
         assert_eq!(d.capacity_hint::<u64>(1_000_000), 8);
     }
 
@@ -809,7 +837,8 @@ mod tests {
             put_i32(&mut buf, v);
         }
         buf.push(9);
-        let mut d = Decoder::new(buf);
+        let frame = Bytes::from(buf);
+        let mut d = Decoder::new(&frame);
         assert_eq!(
             d.get_fixed_array(3, i32::from_be_bytes).unwrap(),
             [1, -2, i32::MAX]
@@ -938,7 +967,7 @@ mod tests {
     #[test]
     fn bytes_share_the_frame() {
         let frame = Bytes::from(vec![0, 0, 0, 3, 7, 8, 9]);
-        let mut d = Decoder::new(frame.clone());
+        let mut d = Decoder::new(&frame);
         let b = d.get_bytes(false).unwrap();
         assert_eq!(&b[..], &[7, 8, 9]);
         assert_eq!(b.as_ptr(), frame[4..].as_ptr());

@@ -84,7 +84,7 @@ pub(super) fn decode_batch(
         control,
     });
 
-    let mut d = Decoder::new(body);
+    let mut d = Decoder::new(&body);
     // The count is only a hint: a hostile one cannot reserve more than the bytes could hold.
     out.records
         .reserve((record_count as usize).min(d.remaining() / MIN_RECORD));
@@ -162,7 +162,7 @@ pub(super) fn decode_batch(
 }
 
 /// Reads varint-length bytes, -1 being null.
-fn nullable(r: &mut Decoder, what: &str) -> Result<Option<Bytes>, RecordsError> {
+fn nullable(r: &mut Decoder<'_>, what: &str) -> Result<Option<Bytes>, RecordsError> {
     match r.get_varint().map_err(corrupt)? {
         -1 => Ok(None),
         n if n < 0 => Err(RecordsError::Corrupt(format!("{what} length {n}"))),

@@ -731,7 +731,8 @@ fn decode_response<M: Message>(
     header_version: i16,
     version: i16,
 ) -> Result<(ResponseHeader, M), String> {
-    let mut d = Decoder::new(frame);
+    let frame_bytes = bytes::Bytes::from(frame);
+    let mut d = Decoder::new(&frame_bytes);
     let header = ResponseHeader::decode(&mut d, header_version).map_err(|e| format!("header: {e}"))?;
     let body = M::decode(&mut d, version).map_err(|e| format!("{}: {e}", M::NAME))?;
     match d.remaining() {
@@ -847,7 +848,8 @@ fn request_prefix(frame: &[u8]) -> Option<(i16, i16, i32)> {
 
 /// A Produce request's `acks`, the only request field that decides whether a response comes.
 fn produce_acks(frame: &[u8], version: i16) -> Option<i16> {
-    let mut d = Decoder::new(frame.to_vec());
+    let frame_bytes = bytes::Bytes::from(frame.to_vec());
+    let mut d = Decoder::new(&frame_bytes);
     RequestHeader::decode(&mut d, ProduceRequest::header_version(version)).ok()?;
     if version >= 3 {
         d.get_nullable_string(version >= 9).ok()?;

@@ -101,7 +101,8 @@ fn read_request(s: &mut TcpStream) -> Option<Seen> {
     s.read_exact(&mut size).ok()?;
     let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
     s.read_exact(&mut body).ok()?;
-    let mut d = Decoder::new(body);
+    let frame_bytes = bytes::Bytes::from(body);
+    let mut d = Decoder::new(&frame_bytes);
     // Header v1 is a prefix of v2, and all we need is in the prefix.
     let h = RequestHeader::decode(&mut d, 1).ok()?;
     Some(Seen {

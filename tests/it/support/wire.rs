@@ -89,7 +89,8 @@ pub fn decode_response<R: Request>(
     version: i16,
     correlation_id: i32,
 ) -> io::Result<R::Response> {
-    let mut d = Decoder::new(frame);
+    let frame_bytes = bytes::Bytes::from(frame);
+    let mut d = Decoder::new(&frame_bytes);
     let header = ResponseHeader::decode(&mut d, R::response_header_version(version)).map_err(invalid)?;
     if header.correlation_id != correlation_id {
         return Err(invalid(format!(
