@@ -409,7 +409,7 @@ fn emit_encode(out: &mut String, m: &Message, s: &Struct, top: bool) {
                 if tag > 0 {
                     let _ = writeln!(
                         out,
-                        "                while let Some((t, data)) = unknown.next_if(|(t, _)| **t < {tag}) {{ put_tagged_raw(buf, *t, data); }}"
+                        "                while let Some((t, data)) = unknown.next_if(|(t, _)| *t < {tag}) {{ put_tagged_raw(buf, t, data); }}"
                     );
                 }
                 let write = encode_field(m, s, f, "&mut tmp");
@@ -421,7 +421,7 @@ fn emit_encode(out: &mut String, m: &Message, s: &Struct, top: bool) {
             }
             let _ = writeln!(
                 out,
-                "                for (t, data) in unknown {{ put_tagged_raw(buf, *t, data); }}"
+                "                for (t, data) in unknown {{ put_tagged_raw(buf, t, data); }}"
             );
         }
         let _ = writeln!(out, "            }}");

@@ -12,21 +12,20 @@
 pub mod messages;
 mod int32_list;
 mod kafka_str;
+mod unknown_tags;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod wire;
 
 use bytes::Bytes;
-use std::collections::BTreeMap;
 use std::fmt;
 
 pub use int32_list::Int32List;
 pub use kafka_str::KafkaStr;
+pub use unknown_tags::UnknownTaggedFields;
 pub use messages::ApiKey;
 pub use wire::{Decoder, Segments, WireWrite};
 
-/// Tagged fields the client does not know, by tag, with their raw encoded values.
-pub type UnknownTaggedFields = BTreeMap<u32, Bytes>;
 
 /// A 128-bit UUID as Kafka sends it (topic ids, directory ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

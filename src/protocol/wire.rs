@@ -386,16 +386,21 @@ pub fn put_tagged_raw<B: WireWrite + ?Sized>(buf: &mut B, tag: u32, data: &[u8])
 }
 
 /// Appends a tagged-field section that holds only fields the client does not know.
-#[inline]
+// Always inlined: nearly every struct has none, and the byte costs less than a call.
+#[inline(always)]
 pub fn put_unknown_tagged<B: WireWrite + ?Sized>(buf: &mut B, fields: &UnknownTaggedFields) {
-    // Nearly every struct has none, and setting up a BTreeMap iterator costs more than the byte.
     if fields.is_empty() {
         buf.put_u8(0);
-        return;
+    } else {
+        put_some_unknown_tagged(buf, fields);
     }
+}
+
+#[inline(never)]
+fn put_some_unknown_tagged<B: WireWrite + ?Sized>(buf: &mut B, fields: &UnknownTaggedFields) {
     put_uvarint(buf, fields.len() as u32);
-    for (tag, data) in fields {
-        put_tagged_raw(buf, *tag, data);
+    for (tag, data) in fields.iter() {
+        put_tagged_raw(buf, tag, data);
     }
 }
 
