@@ -72,7 +72,7 @@ pub struct Connection {
     versions: BrokerVersions,
     config: ConnectionConfig,
     broken: bool,
-    write_buf: Segments,
+    write_buf: Vec<u8>,
 }
 
 impl Connection {
@@ -134,7 +134,7 @@ impl Connection {
             versions: BrokerVersions::new(),
             config: config.clone(),
             broken: false,
-            write_buf: Segments::with_capacity(256),
+            write_buf: Vec::with_capacity(256),
         })
     }
 
@@ -215,9 +215,9 @@ impl Connection {
             ..Default::default()
         };
         // Record batches and group metadata go to the socket from the caller's buffers: the
-        // frame holds references to them, written with one vectored write. The buffer is always
-        // left empty, so those references are dropped as soon as the frame is out.
-        let mut buf = std::mem::take(&mut self.write_buf);
+        // frame borrows them, and is written with one vectored write. Only the copied part's
+        // allocation is kept for the next request.
+        let mut buf = Segments::from_vec(std::mem::take(&mut self.write_buf));
         buf.put_slice(&[0; 4]);
         let encoded = header
             .encode(R::header_version(version), &mut buf)
@@ -227,8 +227,7 @@ impl Connection {
             buf.set_i32(0, size);
             buf.write_to(&mut self.stream)
         });
-        buf.clear();
-        self.write_buf = buf;
+        self.write_buf = buf.into_vec();
         match written {
             Err(source) => return Err(Error::Encode { api, source }),
             Ok(Err(e)) => return Err(self.fail_io(e, Timeout::Write)),

@@ -224,7 +224,7 @@ pub trait Message: Sized {
 
     /// Appends the encoding of `self` in `version` to `buf` (a `Vec<u8>`, or
     /// [`wire::Segments`] to keep large `bytes` and `records` values by reference).
-    fn encode<B: WireWrite + ?Sized>(&self, version: i16, buf: &mut B) -> Result<(), EncodeError>;
+    fn encode<'a, B: WireWrite<'a> + ?Sized>(&'a self, version: i16, buf: &mut B) -> Result<(), EncodeError>;
 
     /// Reads one value in `version` from `d`.
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError>;

@@ -14,7 +14,10 @@ use bytes::Bytes;
 use std::io::{self, IoSlice, Write};
 
 /// Where encoded bytes go: a `Vec<u8>`, or [`Segments`] for frames sent with vectored writes.
-pub trait WireWrite {
+///
+/// `'a` is how long the values being encoded live: a sink that keeps references to large
+/// buffers (`Segments`) borrows them for that long instead of copying or reference-counting them.
+pub trait WireWrite<'a> {
     /// Appends bytes by copying them.
     fn put_slice(&mut self, s: &[u8]);
 
@@ -24,15 +27,15 @@ pub trait WireWrite {
         self.put_slice(&[b]);
     }
 
-    /// Appends a shared buffer (a `bytes` or `records` value). The default copies it; a sink
-    /// that can hold references keeps a clone of the handle instead.
+    /// Appends a large buffer (a `bytes` or `records` value) that outlives the sink. The default
+    /// copies it; a sink that can hold references borrows it instead.
     #[inline]
-    fn put_shared(&mut self, b: &Bytes) {
+    fn put_shared(&mut self, b: &'a [u8]) {
         self.put_slice(b);
     }
 }
 
-impl WireWrite for Vec<u8> {
+impl WireWrite<'_> for Vec<u8> {
     #[inline]
     fn put_slice(&mut self, s: &[u8]) {
         self.extend_from_slice(s);
@@ -48,21 +51,25 @@ impl WireWrite for Vec<u8> {
 ///
 /// Encoding into a `Vec<u8>` copies every `bytes` and `records` value, which for a Produce
 /// request or a leader's SyncGroup is nearly the whole frame. `Segments` copies only what is
-/// smaller than [`Segments::SHARE_FROM`] and keeps a handle to the rest; [`Segments::write_to`]
-/// then hands the pieces to the socket in one vectored write, as Kafka's own `Send` objects do.
+/// smaller than [`Segments::SHARE_FROM`] and borrows the rest from the message being encoded
+/// (for `'a`, so no reference count is touched); [`Segments::write_to`] then hands the pieces to
+/// the socket in one vectored write, as Kafka's own `Send` objects do.
+///
+/// A connection keeps the copied part's allocation between requests with [`Segments::from_vec`]
+/// and [`Segments::into_vec`].
 #[derive(Debug, Default, Clone)]
-pub struct Segments {
+pub struct Segments<'a> {
     /// Everything written by copy, in order.
     copied: Vec<u8>,
-    /// Shared buffers and the position in `copied` they come before.
-    shared: Vec<(usize, Bytes)>,
+    /// Borrowed buffers and the position in `copied` they come before.
+    shared: Vec<(usize, &'a [u8])>,
     /// Total length of `shared`.
     shared_len: usize,
 }
 
-impl Segments {
+impl<'a> Segments<'a> {
     /// Shared values at least this long are kept by reference; shorter ones are cheaper to copy
-    /// than to track (a reference costs an atomic increment and an I/O vector entry).
+    /// than to track (a reference costs an I/O vector entry, and a piece of a vectored write).
     pub const SHARE_FROM: usize = 256;
 
     /// An empty frame.
@@ -72,10 +79,24 @@ impl Segments {
 
     /// An empty frame with room for `n` copied bytes.
     pub fn with_capacity(n: usize) -> Self {
+        Self::from_vec(Vec::with_capacity(n))
+    }
+
+    /// An empty frame that copies into `buf`'s allocation (its contents are dropped).
+    pub fn from_vec(mut buf: Vec<u8>) -> Self {
+        buf.clear();
         Segments {
-            copied: Vec::with_capacity(n),
-            ..Self::default()
+            copied: buf,
+            shared: Vec::new(),
+            shared_len: 0,
         }
+    }
+
+    /// The copied part's allocation, emptied, for the next frame; the borrows end here.
+    pub fn into_vec(self) -> Vec<u8> {
+        let mut buf = self.copied;
+        buf.clear();
+        buf
     }
 
     /// Encoded length in bytes.
@@ -88,7 +109,7 @@ impl Segments {
         self.len() == 0
     }
 
-    /// Forgets the contents (and drops the shared handles), keeping the allocations.
+    /// Forgets the contents, keeping the allocations.
     pub fn clear(&mut self) {
         self.copied.clear();
         self.shared.clear();
@@ -173,7 +194,7 @@ impl Segments {
     }
 }
 
-impl WireWrite for Segments {
+impl<'a> WireWrite<'a> for Segments<'a> {
     #[inline]
     fn put_slice(&mut self, s: &[u8]) {
         self.copied.extend_from_slice(s);
@@ -185,11 +206,11 @@ impl WireWrite for Segments {
     }
 
     #[inline]
-    fn put_shared(&mut self, b: &Bytes) {
+    fn put_shared(&mut self, b: &'a [u8]) {
         if b.len() < Self::SHARE_FROM {
             self.copied.extend_from_slice(b);
         } else {
-            self.shared.push((self.copied.len(), b.clone()));
+            self.shared.push((self.copied.len(), b));
             self.shared_len += b.len();
         }
     }
@@ -197,13 +218,13 @@ impl WireWrite for Segments {
 
 /// Appends a boolean (one byte, 0 or 1).
 #[inline]
-pub fn put_bool<B: WireWrite + ?Sized>(buf: &mut B, v: bool) {
+pub fn put_bool<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: bool) {
     buf.put_u8(v as u8);
 }
 
 /// Appends an `int8`.
 #[inline]
-pub fn put_i8<B: WireWrite + ?Sized>(buf: &mut B, v: i8) {
+pub fn put_i8<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: i8) {
     buf.put_u8(v as u8);
 }
 
@@ -211,7 +232,7 @@ macro_rules! put_int {
     ($name:ident, $ty:ty, $n:expr, $write:ident) => {
         #[doc = concat!("Appends a big-endian `", stringify!($ty), "`.")]
         #[inline]
-        pub fn $name<B: WireWrite + ?Sized>(buf: &mut B, v: $ty) {
+        pub fn $name<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: $ty) {
             let mut b = [0u8; $n];
             BigEndian::$write(&mut b, v);
             buf.put_slice(&b);
@@ -228,13 +249,13 @@ put_int!(put_f64, f64, 8, write_f64);
 
 /// Appends a UUID's 16 bytes.
 #[inline]
-pub fn put_uuid<B: WireWrite + ?Sized>(buf: &mut B, v: &Uuid) {
+pub fn put_uuid<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: &Uuid) {
     buf.put_slice(&v.0);
 }
 
 /// Appends an unsigned varint (LEB128, as Kafka's `ByteUtils.writeUnsignedVarint`).
 #[inline]
-pub fn put_uvarint<B: WireWrite + ?Sized>(buf: &mut B, mut v: u32) {
+pub fn put_uvarint<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, mut v: u32) {
     if v < 0x80 {
         // Lengths, counts and tags: nearly always one byte.
         buf.put_u8(v as u8);
@@ -253,7 +274,7 @@ pub fn put_uvarint<B: WireWrite + ?Sized>(buf: &mut B, mut v: u32) {
 
 /// Appends an unsigned 64-bit varint.
 #[inline]
-pub fn put_uvarlong<B: WireWrite + ?Sized>(buf: &mut B, mut v: u64) {
+pub fn put_uvarlong<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, mut v: u64) {
     if v < 0x80 {
         // Lengths, counts and tags: nearly always one byte.
         buf.put_u8(v as u8);
@@ -272,13 +293,13 @@ pub fn put_uvarlong<B: WireWrite + ?Sized>(buf: &mut B, mut v: u64) {
 
 /// Appends a zig-zag signed varint (record fields).
 #[inline]
-pub fn put_varint<B: WireWrite + ?Sized>(buf: &mut B, v: i32) {
+pub fn put_varint<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: i32) {
     put_uvarint(buf, ((v << 1) ^ (v >> 31)) as u32);
 }
 
 /// Appends a zig-zag signed varlong (record fields).
 #[inline]
-pub fn put_varlong<B: WireWrite + ?Sized>(buf: &mut B, v: i64) {
+pub fn put_varlong<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: i64) {
     put_uvarlong(buf, ((v << 1) ^ (v >> 63)) as u64);
 }
 
@@ -287,7 +308,7 @@ pub fn put_varlong<B: WireWrite + ?Sized>(buf: &mut B, v: i64) {
 // Always inlined: `compact` and `short` are constants at every call site, and left as a call the
 // generic encoders ran Metadata v12 a quarter slower.
 #[inline(always)]
-fn put_len<B: WireWrite + ?Sized>(
+fn put_len<'a, B: WireWrite<'a> + ?Sized>(
     buf: &mut B,
     len: usize,
     compact: bool,
@@ -314,7 +335,7 @@ fn put_len<B: WireWrite + ?Sized>(
 
 /// Appends a string: `int16` length (or compact unsigned varint length + 1) then UTF-8 bytes.
 #[inline]
-pub fn put_string<B: WireWrite + ?Sized>(buf: &mut B, s: &str, compact: bool) -> Result<(), EncodeError> {
+pub fn put_string<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, s: &str, compact: bool) -> Result<(), EncodeError> {
     put_len(buf, s.len(), compact, true)?;
     buf.put_slice(s.as_bytes());
     Ok(())
@@ -322,7 +343,7 @@ pub fn put_string<B: WireWrite + ?Sized>(buf: &mut B, s: &str, compact: bool) ->
 
 /// Appends a null string (`-1`, or compact `0`).
 #[inline]
-pub fn put_null_string<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
+pub fn put_null_string<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, compact: bool) {
     if compact {
         buf.put_u8(0);
     } else {
@@ -332,7 +353,7 @@ pub fn put_null_string<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
 
 /// Appends bytes: `int32` length (or compact unsigned varint length + 1) then the bytes.
 #[inline]
-pub fn put_bytes<B: WireWrite + ?Sized>(buf: &mut B, b: &[u8], compact: bool) -> Result<(), EncodeError> {
+pub fn put_bytes<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, b: &[u8], compact: bool) -> Result<(), EncodeError> {
     put_len(buf, b.len(), compact, false)?;
     buf.put_slice(b);
     Ok(())
@@ -341,9 +362,9 @@ pub fn put_bytes<B: WireWrite + ?Sized>(buf: &mut B, b: &[u8], compact: bool) ->
 /// Appends a `bytes` or `records` field held as [`Bytes`]: like [`put_bytes`], except that a
 /// sink that keeps references (see [`Segments`]) takes a large value without copying it.
 #[inline]
-pub fn put_shared_bytes<B: WireWrite + ?Sized>(
+pub fn put_shared_bytes<'a, B: WireWrite<'a> + ?Sized>(
     buf: &mut B,
-    b: &Bytes,
+    b: &'a [u8],
     compact: bool,
 ) -> Result<(), EncodeError> {
     put_len(buf, b.len(), compact, false)?;
@@ -353,7 +374,7 @@ pub fn put_shared_bytes<B: WireWrite + ?Sized>(
 
 /// Appends null bytes (`-1`, or compact `0`).
 #[inline]
-pub fn put_null_bytes<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
+pub fn put_null_bytes<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, compact: bool) {
     if compact {
         buf.put_u8(0);
     } else {
@@ -363,7 +384,7 @@ pub fn put_null_bytes<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
 
 /// Appends an array length: `int32` (or compact unsigned varint length + 1).
 #[inline]
-pub fn put_array_len<B: WireWrite + ?Sized>(
+pub fn put_array_len<'a, B: WireWrite<'a> + ?Sized>(
     buf: &mut B,
     len: usize,
     compact: bool,
@@ -373,13 +394,13 @@ pub fn put_array_len<B: WireWrite + ?Sized>(
 
 /// Appends a null array (`-1`, or compact `0`).
 #[inline]
-pub fn put_null_array<B: WireWrite + ?Sized>(buf: &mut B, compact: bool) {
+pub fn put_null_array<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, compact: bool) {
     put_null_bytes(buf, compact);
 }
 
 /// Appends one tagged field: tag, size, then the already-encoded value.
 #[inline]
-pub fn put_tagged_raw<B: WireWrite + ?Sized>(buf: &mut B, tag: u32, data: &[u8]) {
+pub fn put_tagged_raw<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, tag: u32, data: &[u8]) {
     put_uvarint(buf, tag);
     put_uvarint(buf, data.len() as u32);
     buf.put_slice(data);
@@ -388,7 +409,7 @@ pub fn put_tagged_raw<B: WireWrite + ?Sized>(buf: &mut B, tag: u32, data: &[u8])
 /// Appends a tagged-field section that holds only fields the client does not know.
 // Always inlined: nearly every struct has none, and the byte costs less than a call.
 #[inline(always)]
-pub fn put_unknown_tagged<B: WireWrite + ?Sized>(buf: &mut B, fields: &UnknownTaggedFields) {
+pub fn put_unknown_tagged<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, fields: &UnknownTaggedFields) {
     if fields.is_empty() {
         buf.put_u8(0);
     } else {
@@ -397,7 +418,7 @@ pub fn put_unknown_tagged<B: WireWrite + ?Sized>(buf: &mut B, fields: &UnknownTa
 }
 
 #[inline(never)]
-fn put_some_unknown_tagged<B: WireWrite + ?Sized>(buf: &mut B, fields: &UnknownTaggedFields) {
+fn put_some_unknown_tagged<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, fields: &UnknownTaggedFields) {
     put_uvarint(buf, fields.len() as u32);
     for (tag, data) in fields.iter() {
         put_tagged_raw(buf, tag, data);
@@ -906,7 +927,7 @@ mod tests {
         let small = Bytes::from_static(b"tiny");
         let mut seg = Segments::new();
         let mut vec = Vec::new();
-        for sink in [&mut seg as &mut dyn WireWrite, &mut vec] {
+        for sink in [&mut seg as &mut dyn WireWrite<'_>, &mut vec] {
             put_i32(sink, 0);
             put_shared_bytes(sink, &small, false).unwrap();
             put_shared_bytes(sink, &big, true).unwrap();
@@ -942,8 +963,9 @@ mod tests {
     #[test]
     #[should_panic(expected = "overlaps a shared segment")]
     fn segments_refuse_to_patch_a_shared_buffer() {
+        let big = vec![0u8; 300];
         let mut seg = Segments::new();
-        seg.put_shared(&Bytes::from(vec![0u8; 300]));
+        seg.put_shared(&big);
         seg.set_i32(0, 1);
     }
 
