@@ -316,7 +316,7 @@ fn uses_flexible(m: &Message, s: &Struct) -> bool {
 fn emit_encode(out: &mut String, m: &Message, s: &Struct, top: bool) {
     let _ = writeln!(
         out,
-        "        fn encode<'a, B: WireWrite<'a> + ?Sized>(&'a self, version: i16, buf: &mut B) -> Result<(), EncodeError> {{"
+        "        #[inline]\n        fn encode<'a, B: WireWrite<'a> + ?Sized>(&'a self, version: i16, buf: &mut B) -> Result<(), EncodeError> {{"
     );
     if top {
         let _ = writeln!(

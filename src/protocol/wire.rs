@@ -254,13 +254,19 @@ pub fn put_uuid<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: &Uuid) {
 }
 
 /// Appends an unsigned varint (LEB128, as Kafka's `ByteUtils.writeUnsignedVarint`).
-#[inline]
-pub fn put_uvarint<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, mut v: u32) {
+// Always inlined, with the rest out of line: lengths, counts and tags are nearly always one
+// byte, and a call per length prefix cost more than the byte.
+#[inline(always)]
+pub fn put_uvarint<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: u32) {
     if v < 0x80 {
-        // Lengths, counts and tags: nearly always one byte.
         buf.put_u8(v as u8);
-        return;
+    } else {
+        put_uvarint_long(buf, v);
     }
+}
+
+#[inline(never)]
+fn put_uvarint_long<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, mut v: u32) {
     let mut b = [0u8; 5];
     let mut n = 0;
     while v >= 0x80 {
@@ -334,7 +340,7 @@ fn put_len<'a, B: WireWrite<'a> + ?Sized>(
 }
 
 /// Appends a string: `int16` length (or compact unsigned varint length + 1) then UTF-8 bytes.
-#[inline]
+#[inline(always)]
 pub fn put_string<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, s: &str, compact: bool) -> Result<(), EncodeError> {
     put_len(buf, s.len(), compact, true)?;
     buf.put_slice(s.as_bytes());
