@@ -137,18 +137,18 @@ fn read_one(d: &mut Decoder, raw: &[u8], op: &Read) {
                 assert_eq!(b, raw[before] != 0);
             }
         }
-        Read::I8 => fixed(d, raw, 1, Decoder::get_i8, put_i8),
-        Read::I16 => fixed(d, raw, 2, Decoder::get_i16, put_i16),
-        Read::U16 => fixed(d, raw, 2, Decoder::get_u16, put_u16),
-        Read::I32 => fixed(d, raw, 4, Decoder::get_i32, put_i32),
-        Read::U32 => fixed(d, raw, 4, Decoder::get_u32, put_u32),
-        Read::I64 => fixed(d, raw, 8, Decoder::get_i64, put_i64),
-        Read::F64 => fixed(d, raw, 8, Decoder::get_f64, put_f64),
-        Read::Uuid => fixed(d, raw, 16, Decoder::get_uuid, |b, u| put_uuid(b, &u)),
-        Read::Uvarint => varint(d, 5, Decoder::get_uvarint, put_uvarint),
-        Read::Uvarlong => varint(d, 10, Decoder::get_uvarlong, put_uvarlong),
-        Read::Varint => varint(d, 5, Decoder::get_varint, put_varint),
-        Read::Varlong => varint(d, 10, Decoder::get_varlong, put_varlong),
+        Read::I8 => fixed(d, raw, 1, |d| d.get_i8(), put_i8),
+        Read::I16 => fixed(d, raw, 2, |d| d.get_i16(), put_i16),
+        Read::U16 => fixed(d, raw, 2, |d| d.get_u16(), put_u16),
+        Read::I32 => fixed(d, raw, 4, |d| d.get_i32(), put_i32),
+        Read::U32 => fixed(d, raw, 4, |d| d.get_u32(), put_u32),
+        Read::I64 => fixed(d, raw, 8, |d| d.get_i64(), put_i64),
+        Read::F64 => fixed(d, raw, 8, |d| d.get_f64(), put_f64),
+        Read::Uuid => fixed(d, raw, 16, |d| d.get_uuid(), |b, u| put_uuid(b, &u)),
+        Read::Uvarint => varint(d, 5, |d| d.get_uvarint(), put_uvarint),
+        Read::Uvarlong => varint(d, 10, |d| d.get_uvarlong(), put_uvarlong),
+        Read::Varint => varint(d, 5, |d| d.get_varint(), put_varint),
+        Read::Varlong => varint(d, 10, |d| d.get_varlong(), put_varlong),
         Read::String { compact } => {
             if let Ok(s) = d.get_string(compact) {
                 payload_ends_read(raw, before, d.position(), s.as_bytes());

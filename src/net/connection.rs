@@ -184,7 +184,8 @@ impl Connection {
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
         let body = self.exchange::<R>(req, version, timeout)?;
-        <R::Response as Message>::decode(&mut Decoder::new(&body), version).map_err(|source| self.decode_failed(api, source))
+        <R::Response as Message>::decode(&mut Decoder::new(&body), version)
+            .map_err(|source| self.decode_failed(api, source))
     }
 
     /// Sends `req` at `version` without waiting for a response, for the one request the broker

@@ -12,9 +12,9 @@
 pub mod messages;
 mod int32_list;
 mod kafka_str;
-mod unknown_tags;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
+mod unknown_tags;
 pub mod wire;
 
 use bytes::Bytes;
@@ -22,10 +22,9 @@ use std::fmt;
 
 pub use int32_list::Int32List;
 pub use kafka_str::KafkaStr;
-pub use unknown_tags::UnknownTaggedFields;
 pub use messages::ApiKey;
+pub use unknown_tags::UnknownTaggedFields;
 pub use wire::{Decoder, Segments, WireWrite};
-
 
 /// A 128-bit UUID as Kafka sends it (topic ids, directory ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -341,7 +341,11 @@ fn put_len<'a, B: WireWrite<'a> + ?Sized>(
 
 /// Appends a string: `int16` length (or compact unsigned varint length + 1) then UTF-8 bytes.
 #[inline(always)]
-pub fn put_string<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, s: &str, compact: bool) -> Result<(), EncodeError> {
+pub fn put_string<'a, B: WireWrite<'a> + ?Sized>(
+    buf: &mut B,
+    s: &str,
+    compact: bool,
+) -> Result<(), EncodeError> {
     put_len(buf, s.len(), compact, true)?;
     buf.put_slice(s.as_bytes());
     Ok(())
@@ -359,7 +363,11 @@ pub fn put_null_string<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, compact: bool
 
 /// Appends bytes: `int32` length (or compact unsigned varint length + 1) then the bytes.
 #[inline]
-pub fn put_bytes<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, b: &[u8], compact: bool) -> Result<(), EncodeError> {
+pub fn put_bytes<'a, B: WireWrite<'a> + ?Sized>(
+    buf: &mut B,
+    b: &[u8],
+    compact: bool,
+) -> Result<(), EncodeError> {
     put_len(buf, b.len(), compact, false)?;
     buf.put_slice(b);
     Ok(())
@@ -641,7 +649,7 @@ impl<'a> Decoder<'a> {
         let Some((raw, tail)) = self.rest.split_at_checked(len) else {
             return Err(truncated(len, self.remaining()));
         };
-        let s = KafkaStr::from_utf8(raw).map_err(|_| DecodeError::InvalidUtf8)?;
+        let s = KafkaStr::from_frame(self.frame, raw).map_err(|_| DecodeError::InvalidUtf8)?;
         self.rest = tail;
         Ok(s)
     }
@@ -1004,5 +1012,17 @@ mod tests {
         let b = d.get_bytes(false).unwrap();
         assert_eq!(&b[..], &[7, 8, 9]);
         assert_eq!(b.as_ptr(), frame[4..].as_ptr());
+    }
+
+    #[test]
+    fn strings_share_the_frame_once_checked() {
+        let frame = Bytes::from(vec![4, b'a', b'b', b'c', 3, 0xc3, 0x28]);
+        let mut d = Decoder::new(&frame);
+        let s = d.get_string(true).unwrap();
+        assert_eq!(s, "abc");
+        assert_eq!(s.as_ptr(), frame[1..].as_ptr());
+        // Two bytes that are not UTF-8: an error, and they are left unread.
+        assert_eq!(d.get_string(true), Err(DecodeError::InvalidUtf8));
+        assert_eq!(d.remaining(), 2);
     }
 }
