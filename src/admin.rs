@@ -567,16 +567,23 @@ impl Admin {
     /// sorted by partition (OffsetFetch, DescribeGroups and ListOffsets, as
     /// `kafka-consumer-groups --describe` shows it).
     pub fn group_lag(&self, group: &str) -> Result<Vec<PartitionLag>> {
+        self.describe_group_lag(group).map(|(_, lag)| lag)
+    }
+
+    /// [`describe_group`](Self::describe_group) and [`group_lag`](Self::group_lag) together,
+    /// with one DescribeGroups instead of two: what `kafka-group describe` shows.
+    pub fn describe_group_lag(&self, group: &str) -> Result<(GroupDescription, Vec<PartitionLag>)> {
         let committed = self.group_offsets(group)?;
+        let description = self.describe_group(group)?;
         let mut partitions: BTreeSet<TopicPartition> = committed.keys().cloned().collect();
-        for m in self.describe_group(group)?.members {
-            for (topic, ps) in m.decoded_assignment.map(|a| a.partitions).unwrap_or_default() {
-                partitions.extend(ps.into_iter().map(|p| TopicPartition::new(topic.clone(), p)));
+        for m in &description.members {
+            for (topic, ps) in m.decoded_assignment.iter().flat_map(|a| &a.partitions) {
+                partitions.extend(ps.iter().map(|p| TopicPartition::new(topic.clone(), *p)));
             }
         }
         let partitions: Vec<TopicPartition> = partitions.into_iter().collect();
         let log_end = self.list_offsets(&partitions, OffsetSpec::Latest)?;
-        Ok(lag_of(&committed, &log_end))
+        Ok((description, lag_of(&committed, &log_end)))
     }
 
     /// Runs `call` against the coordinator of `group`, finding it again while the group is

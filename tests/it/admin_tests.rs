@@ -183,6 +183,16 @@ fn offsets_and_lag(direct: &Client, via: &Client, old: bool) {
         admin.group_lag(&group).unwrap(),
         vec![lag(0, Some(4)), lag(1, Some(10)), lag(2, None)]
     );
+    // Both at once: the same description and the same lag.
+    let (d, both) = admin.describe_group_lag(&group).unwrap();
+    assert_eq!(both, vec![lag(0, Some(4)), lag(1, Some(10)), lag(2, None)]);
+    assert_eq!(d.state, "Stable");
+    assert_eq!(d.members.len(), 1);
+    let assigned: BTreeMap<String, Vec<i32>> = [(topic.clone(), vec![0, 1, 2])].into_iter().collect();
+    assert_eq!(
+        d.members[0].decoded_assignment.as_ref().map(|a| &a.partitions),
+        Some(&assigned)
+    );
 
     c.close().unwrap();
     if old {

@@ -19,7 +19,7 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
     let admin = Admin::new(&ctx.client).api_timeout(ctx.timeout);
-    let group = admin.describe_group(&args.group)?;
+    let (group, lag) = admin.describe_group_lag(&args.group)?;
     if group.state == "Dead" {
         return Err(Failure::new(
             NOT_FOUND,
@@ -29,7 +29,6 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
             ),
         ));
     }
-    let lag = admin.group_lag(&args.group)?;
     if ctx.json {
         outln!("{}", to_json(&group, &lag));
     } else {
