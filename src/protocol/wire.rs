@@ -261,31 +261,24 @@ pub fn put_uvarint<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: u32) {
     if v < 0x80 {
         buf.put_u8(v as u8);
     } else {
-        put_uvarint_long(buf, v);
+        put_leb128(buf, u64::from(v));
     }
-}
-
-#[inline(never)]
-fn put_uvarint_long<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, mut v: u32) {
-    let mut b = [0u8; 5];
-    let mut n = 0;
-    while v >= 0x80 {
-        b[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    b[n] = v as u8;
-    buf.put_slice(&b[..=n]);
 }
 
 /// Appends an unsigned 64-bit varint.
 #[inline]
-pub fn put_uvarlong<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, mut v: u64) {
+pub fn put_uvarlong<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, v: u64) {
     if v < 0x80 {
-        // Lengths, counts and tags: nearly always one byte.
         buf.put_u8(v as u8);
-        return;
+    } else {
+        put_leb128(buf, v);
     }
+}
+
+/// The multi-byte case of [`put_uvarint`] and [`put_uvarlong`] (a `u32` encodes as the same
+/// `u64`).
+#[inline(never)]
+fn put_leb128<'a, B: WireWrite<'a> + ?Sized>(buf: &mut B, mut v: u64) {
     let mut b = [0u8; 10];
     let mut n = 0;
     while v >= 0x80 {
@@ -561,36 +554,36 @@ impl<'a> Decoder<'a> {
                 self.rest = tail;
                 Ok(b as u32)
             }
-            _ => self.get_uvarint_long(),
+            // Five bytes at most, the fifth with 4 bits: the value fits in a u32.
+            _ => self.get_leb128(5, 0x0f).map(|v| v as u32),
         }
-    }
-
-    #[inline(never)]
-    fn get_uvarint_long(&mut self) -> Result<u32, DecodeError> {
-        let mut v: u32 = 0;
-        for i in 0..5 {
-            let [b] = self.array::<1>()?;
-            if i == 4 && b > 0x0f {
-                return Err(DecodeError::VarintTooLong);
-            }
-            v |= ((b & 0x7f) as u32) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError::VarintTooLong)
     }
 
     /// Reads an unsigned varlong of at most 10 bytes.
     #[inline]
     pub fn get_uvarlong(&mut self) -> Result<u64, DecodeError> {
+        // Record fields (lengths, deltas) are mostly below 128 too: one byte, read inline.
+        match self.rest.split_first() {
+            Some((&b, tail)) if b < 0x80 => {
+                self.rest = tail;
+                Ok(b as u64)
+            }
+            _ => self.get_leb128(10, 0x01),
+        }
+    }
+
+    /// The multi-byte case of [`get_uvarint`](Self::get_uvarint) and
+    /// [`get_uvarlong`](Self::get_uvarlong): at most `max` bytes, the last of which may be at
+    /// most `last`, so that the value fits the type it is read for.
+    #[inline(never)]
+    fn get_leb128(&mut self, max: u32, last: u8) -> Result<u64, DecodeError> {
         let mut v: u64 = 0;
-        for i in 0..10 {
+        for i in 0..max {
             let [b] = self.array::<1>()?;
-            if i == 9 && b > 0x01 {
+            if i == max - 1 && b > last {
                 return Err(DecodeError::VarintTooLong);
             }
-            v |= ((b & 0x7f) as u64) << (7 * i);
+            v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
                 return Ok(v);
             }
@@ -719,10 +712,7 @@ impl<'a> Decoder<'a> {
         n: usize,
         from_be: impl Fn([u8; N]) -> T,
     ) -> Result<Vec<T>, DecodeError> {
-        let size = n.saturating_mul(N);
-        let Some((raw, tail)) = self.rest.split_at_checked(size) else {
-            return Err(truncated(size, self.remaining()));
-        };
+        let raw = self.take(n.saturating_mul(N))?;
         let v = raw
             .chunks_exact(N)
             .map(|c| {
@@ -731,7 +721,6 @@ impl<'a> Decoder<'a> {
                 from_be(a)
             })
             .collect();
-        self.rest = tail;
         Ok(v)
     }
 
@@ -739,13 +728,8 @@ impl<'a> Decoder<'a> {
     /// partition id lists that make up most of them.
     #[inline]
     pub fn get_int32_list(&mut self, n: usize) -> Result<Int32List, DecodeError> {
-        let size = n.saturating_mul(4);
-        let Some((raw, tail)) = self.rest.split_at_checked(size) else {
-            return Err(truncated(size, self.remaining()));
-        };
-        let list = Int32List::from_be_bytes(raw);
-        self.rest = tail;
-        Ok(list)
+        let raw = self.take(n.saturating_mul(4))?;
+        Ok(Int32List::from_be_bytes(raw))
     }
 
     /// Reads a non-null array length.
@@ -800,6 +784,32 @@ mod tests {
         let frame = Bytes::from(vec![0x80, 0x80]);
         let mut d = Decoder::new(&frame);
         assert!(matches!(d.get_uvarint(), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn uvarlong_round_trip_and_limits() {
+        for v in [0u64, 1, 127, 128, 16_384, u32::MAX as u64 + 1, u64::MAX] {
+            let mut buf = Vec::new();
+            put_uvarlong(&mut buf, v);
+            let frame = Bytes::from(buf);
+            let mut d = Decoder::new(&frame);
+            assert_eq!(d.get_uvarlong().unwrap(), v);
+            assert_eq!(d.remaining(), 0);
+        }
+        // u64::MAX is nine 0xff and a 0x01; a larger tenth byte overflows.
+        let mut max = vec![0xff; 9];
+        max.push(0x01);
+        assert_eq!(Decoder::new(&Bytes::from(max)).get_uvarlong(), Ok(u64::MAX));
+        let mut over = vec![0xff; 9];
+        over.push(0x02);
+        assert_eq!(
+            Decoder::new(&Bytes::from(over)).get_uvarlong(),
+            Err(DecodeError::VarintTooLong)
+        );
+        assert!(matches!(
+            Decoder::new(&Bytes::from(vec![0x80; 3])).get_uvarlong(),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 
     #[test]
