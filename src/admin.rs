@@ -6,9 +6,9 @@
 //! a field only in the versions that have it, so an old broker gets a request it understands or
 //! a clear error, never one with a field silently dropped.
 
-use crate::client::{metadata_request, Broker, Client, Metadata};
+use crate::client::{metadata_request, time_left, Broker, Client, Metadata};
 use crate::consumer::offsets;
-use crate::error::{Error, Result, Timeout};
+use crate::error::{Error, Result};
 use crate::group::Assignment;
 use crate::group::TopicPartition;
 use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
@@ -232,16 +232,11 @@ impl Admin {
                     .collect())
             },
         )?;
-        let wanted: Vec<(&str, i32)> = topics.iter().map(|t| (t.name.as_str(), t.partitions)).collect();
         self.wait_for_metadata(
             &names,
             deadline,
             "waiting for the new topics' partition leaders",
-            |resp| {
-                wanted
-                    .iter()
-                    .all(|&(name, partitions)| topic_ready(resp, name, partitions))
-            },
+            |resp| topics.iter().all(|t| topic_ready(resp, &t.name, t.partitions)),
         )
     }
 
@@ -319,8 +314,10 @@ impl Admin {
         let meta = self.client.refresh_metadata(Some(&[]))?;
         let mut groups = BTreeMap::new();
         for &id in meta.brokers.keys() {
-            let listed =
-                self.retry_coordinator_errors(deadline, &format!("ListGroups on broker {id}"), || {
+            let listed = self.client.retry_coordinator_errors(
+                deadline,
+                &format!("ListGroups on broker {id}"),
+                || {
                     let resp = self.client.send_to(id, |_| ListGroupsRequest::default())?;
                     let code = KafkaCode::from_code(resp.error_code);
                     if code.is_error() {
@@ -332,7 +329,8 @@ impl Admin {
                         ));
                     }
                     Ok(resp.groups)
-                })?;
+                },
+            )?;
             for g in listed {
                 // Only v4+ carries the state; below it the field decodes to its empty default.
                 let state = Some(g.group_state).filter(|s| !s.is_empty());
@@ -577,9 +575,7 @@ impl Admin {
         let description = self.describe_group(group)?;
         let mut partitions: BTreeSet<TopicPartition> = committed.keys().cloned().collect();
         for m in &description.members {
-            for (topic, ps) in m.decoded_assignment.iter().flat_map(|a| &a.partitions) {
-                partitions.extend(ps.iter().map(|p| TopicPartition::new(topic.clone(), *p)));
-            }
+            partitions.extend(m.decoded_assignment.iter().flat_map(Assignment::topic_partitions));
         }
         let partitions: Vec<TopicPartition> = partitions.into_iter().collect();
         let log_end = self.list_offsets(&partitions, OffsetSpec::Latest)?;
@@ -590,28 +586,11 @@ impl Admin {
     /// moving or loading, until `default.api.timeout.ms`.
     fn with_coordinator<T>(&self, group: &str, mut call: impl FnMut(&Broker) -> Result<T>) -> Result<T> {
         let deadline = Instant::now() + self.api_timeout;
-        self.retry_coordinator_errors(deadline, &format!("group {group}"), || {
-            let coordinator = self.client.find_coordinator(group)?;
-            call(&coordinator)
-        })
-    }
-
-    fn retry_coordinator_errors<T>(
-        &self,
-        deadline: Instant,
-        what: &str,
-        mut call: impl FnMut() -> Result<T>,
-    ) -> Result<T> {
-        loop {
-            match call() {
-                Err(e) if e.is_coordinator_transient() => {
-                    let left = time_left(deadline, || format!("{what}: {e}"))?;
-                    log::debug!("{what}: {e}; retrying");
-                    std::thread::sleep(self.client.retry_backoff().min(left));
-                }
-                other => return other,
-            }
-        }
+        self.client
+            .retry_coordinator_errors(deadline, &format!("group {group}"), || {
+                let coordinator = self.client.find_coordinator(group)?;
+                call(&coordinator)
+            })
     }
 
     /// The controller for ZooKeeper-mode clusters, which only accept topic changes there. KRaft
@@ -739,18 +718,6 @@ impl Admin {
 
 /// `(topic name, error code, error message)` as a per-topic response carries them.
 type TopicOutcome = (Option<KafkaStr>, i16, Option<KafkaStr>);
-
-/// What is left before `deadline`, or, once it has passed, the retries timeout naming `what`.
-fn time_left(deadline: Instant, what: impl FnOnce() -> String) -> Result<Duration> {
-    let now = Instant::now();
-    if now >= deadline {
-        return Err(Error::Timeout {
-            which: Timeout::Retries,
-            addr: what(),
-        });
-    }
-    Ok(deadline - now)
-}
 
 /// A broker error for one item, with the item (`topic x`, `group g`) leading the message.
 fn kafka_error(api: ApiKey, code: KafkaCode, what: &str, message: Option<String>) -> Error {

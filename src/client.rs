@@ -364,18 +364,7 @@ impl Client {
     /// Sends a request to any reachable broker (known brokers first, then bootstrap
     /// addresses), moving on to the next one when a broker cannot be reached.
     pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
-        let mut last = Error::NoBroker("no bootstrap address".into());
-        for t in self.targets() {
-            match self.send_target(t, &build) {
-                Ok(r) => return Ok(r),
-                Err(e) if e.is_unreachable() => {
-                    log::debug!("{t:?} unusable ({e}); trying the next broker");
-                    last = e;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last)
+        self.first_answer(Error::is_unreachable, |t| self.send_target(t, &build))
     }
 
     /// The ApiVersions table of broker `id` (connecting if needed).
@@ -385,11 +374,28 @@ impl Client {
 
     /// The ApiVersions table of whichever broker answers first.
     pub fn any_broker_versions(&self) -> Result<BrokerVersions> {
+        self.first_answer(
+            |_| true,
+            |t| self.with_connection(t, |c| Ok(c.broker_versions().clone())),
+        )
+    }
+
+    /// Runs `call` on each of [`targets`](Self::targets) in turn until one answers, moving on
+    /// past the errors for which `move_on` holds; returns the last of those if none answers.
+    fn first_answer<T>(
+        &self,
+        move_on: impl Fn(&Error) -> bool,
+        mut call: impl FnMut(Target) -> Result<T>,
+    ) -> Result<T> {
         let mut last = Error::NoBroker("no bootstrap address".into());
         for t in self.targets() {
-            match self.with_connection(t, |c| Ok(c.broker_versions().clone())) {
-                Ok(v) => return Ok(v),
-                Err(e) => last = e,
+            match call(t) {
+                Ok(r) => return Ok(r),
+                Err(e) if move_on(&e) => {
+                    log::debug!("{t:?} unusable ({e}); trying the next broker");
+                    last = e;
+                }
+                Err(e) => return Err(e),
             }
         }
         Err(last)
@@ -473,21 +479,17 @@ impl Client {
     /// not evict each other's entries.
     pub fn refresh_metadata(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
         let resp: MetadataResponse = self.send_any(|version| metadata_request(topics, version))?;
-        let fresh = metadata_from(resp);
-        let mut cache = lock(&self.inner.metadata);
-        let mut merged = (**cache).clone();
-        merged.cluster_id = fresh.cluster_id;
-        merged.controller_id = fresh.controller_id;
         // The broker list is always whole in a Metadata answer, so it replaces the cached one:
         // dead brokers drop out. A coordinator learnt from FindCoordinator is re-added by the
-        // next lookup if it is missing.
-        merged.brokers = fresh.brokers;
-        if topics.is_none() {
-            merged.topics = fresh.topics;
-        } else {
-            merged.topics.extend(fresh.topics);
+        // next lookup if it is missing. Only the topics the answer did not cover are kept.
+        let mut fresh = metadata_from(resp);
+        let mut cache = lock(&self.inner.metadata);
+        if topics.is_some() {
+            for (name, t) in &cache.topics {
+                fresh.topics.entry(name.clone()).or_insert_with(|| t.clone());
+            }
         }
-        *cache = Arc::new(merged);
+        *cache = Arc::new(fresh);
         Ok(cache.clone())
     }
 
@@ -504,25 +506,28 @@ impl Client {
     /// coordinator is not available or still loading, until `default.api.timeout.ms`.
     pub fn find_coordinator(&self, group: &str) -> Result<Broker> {
         let deadline = Instant::now() + self.inner.api_timeout;
+        self.retry_coordinator_errors(deadline, &format!("FindCoordinator({group})"), || {
+            self.lookup_coordinator(group)
+        })
+    }
+
+    /// Runs `call` until it succeeds or fails for a reason other than the coordinator moving,
+    /// loading or being unreachable, pausing `retry.backoff.ms` between tries; past `deadline`
+    /// the last error becomes the retries timeout naming `what`.
+    pub(crate) fn retry_coordinator_errors<T>(
+        &self,
+        deadline: Instant,
+        what: &str,
+        mut call: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
         loop {
-            match self.lookup_coordinator(group) {
-                Ok(b) => return Ok(b),
-                Err(e) if e.is_coordinator_transient() && Instant::now() < deadline => {
-                    log::debug!("group {group}: coordinator lookup: {e}; retrying");
-                    std::thread::sleep(
-                        self.inner
-                            .retry_backoff
-                            .min(deadline.saturating_duration_since(Instant::now())),
-                    );
-                }
+            match call() {
                 Err(e) if e.is_coordinator_transient() => {
-                    log::debug!("group {group}: coordinator lookup gave up: {e}");
-                    return Err(Error::Timeout {
-                        which: Timeout::Retries,
-                        addr: format!("FindCoordinator({group}): {e}"),
-                    });
+                    let left = time_left(deadline, || format!("{what}: {e}"))?;
+                    log::debug!("{what}: {e}; retrying");
+                    std::thread::sleep(self.inner.retry_backoff.min(left));
                 }
-                Err(e) => return Err(e),
+                other => return other,
             }
         }
     }
@@ -545,6 +550,18 @@ impl Client {
             *cache = Arc::new(m);
         }
     }
+}
+
+/// What is left before `deadline`, or, once it has passed, the retries timeout naming `what`.
+pub(crate) fn time_left(deadline: Instant, what: impl FnOnce() -> String) -> Result<Duration> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(Error::Timeout {
+            which: Timeout::Retries,
+            addr: what(),
+        });
+    }
+    Ok(deadline - now)
 }
 
 /// A Metadata request for `topics` (all for `None`) at `version`. v0 has no way to say "no

@@ -69,12 +69,14 @@ const RECORD_OVERHEAD: usize = 21;
 /// Per header, its key and value length varints.
 const HEADER_OVERHEAD: usize = 6;
 /// A record batch's header (magic 2).
-const BATCH_OVERHEAD: usize = 61;
+const BATCH_OVERHEAD: usize = records::BATCH_HEADER;
 /// A ProduceRequest's fixed part (request header with a client id, acks, timeout, counts), and
 /// per partition the topic name, index and records length; used to keep requests below
 /// `max.request.size`.
 const REQUEST_OVERHEAD: usize = 128;
 const PARTITION_OVERHEAD: usize = 16;
+/// A request carrying a single batch, records aside: what `max.request.size` leaves for them.
+const SINGLE_BATCH_OVERHEAD: usize = REQUEST_OVERHEAD + PARTITION_OVERHEAD + BATCH_OVERHEAD;
 
 /// `acks`: how many replicas must have a batch before the broker acknowledges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -362,10 +364,8 @@ impl ProducerBuilder {
 /// The most a batch holds: `batch.size`, but never so much that one batch alone would break
 /// `max.request.size`.
 fn batch_limit(c: &Config) -> usize {
-    c.batch_size.min(
-        c.max_request_size
-            .saturating_sub(REQUEST_OVERHEAD + PARTITION_OVERHEAD + BATCH_OVERHEAD),
-    )
+    c.batch_size
+        .min(c.max_request_size.saturating_sub(SINGLE_BATCH_OVERHEAD))
 }
 
 impl Client {
@@ -501,7 +501,7 @@ impl Accumulator {
             message: Some(format!("topic {} has no metadata", r.topic)),
         })?;
         let count = t.partitions.len() as i32;
-        let p = match (r.partition, &r.key) {
+        let mut p = match (r.partition, &r.key) {
             (Some(p), _) if (0..count).contains(&p) => p,
             (Some(p), _) => {
                 return Err(Error::Kafka {
@@ -522,7 +522,6 @@ impl Accumulator {
         // As Java's sticky partitioner does, a keyless record that would start a new batch goes
         // to the next sticky partition instead, closing the old batch.
         let mut closed = false;
-        let mut p = p;
         if r.partition.is_none() && r.key.is_none() {
             let over = t
                 .partitions
@@ -543,11 +542,9 @@ impl Accumulator {
         let open = match part.queue.back_mut() {
             Some(b) if !b.closed && (b.records.is_empty() || b.bytes + size <= self.batch_limit) => b,
             other => {
-                if let Some(b) = other {
-                    if !b.closed {
-                        b.closed = true;
-                        closed = true;
-                    }
+                if let Some(b) = other.filter(|b| !b.closed) {
+                    b.closed = true;
+                    closed = true;
                 }
                 part.queue.push_back(Batch::new(now));
                 part.queue.back_mut().ok_or(Error::Closed)?
@@ -834,13 +831,8 @@ fn produce_error(tp: &TopicPartition, code: KafkaCode, message: Option<String>) 
 fn classify(tp: &TopicPartition, code: KafkaCode, base_offset: i64, message: Option<String>) -> Outcome {
     match code {
         KafkaCode::None => Outcome::Acked(base_offset),
-        // Named explicitly because they are the reason to refresh, whatever the table says.
-        KafkaCode::NotLeaderOrFollower
-        | KafkaCode::LeaderNotAvailable
-        | KafkaCode::UnknownTopicOrPartition => Outcome::Retry {
-            refresh: true,
-            error: LastError::Code(code, message),
-        },
+        // The error table marks NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE and
+        // UNKNOWN_TOPIC_OR_PARTITION (among others) retriable with a metadata refresh.
         c if c.is_retriable() => Outcome::Retry {
             refresh: c.needs_metadata_refresh(),
             error: LastError::Code(code, message),
@@ -855,23 +847,19 @@ fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<Outcome> {
     let mut answers: HashMap<(&str, i32), (KafkaCode, i64, Option<String>)> = HashMap::new();
     for t in &resp.responses {
         for p in &t.partition_responses {
-            let mut message = p.error_message.clone();
+            let mut message = p.error_message.as_ref().map(String::from);
             if let Some(first) = p.record_errors.first() {
                 // KIP-467: which record of the batch the broker rejected, and why.
                 let why = first.batch_index_error_message.as_deref().unwrap_or("rejected");
                 let extra = format!("record {} of the batch: {why}", first.batch_index);
                 message = Some(match message {
-                    Some(m) if !m.is_empty() => format!("{m} ({extra})").into(),
-                    _ => extra.into(),
+                    Some(m) if !m.is_empty() => format!("{m} ({extra})"),
+                    _ => extra,
                 });
             }
             answers.insert(
                 (t.name.as_str(), p.index),
-                (
-                    KafkaCode::from_code(p.error_code),
-                    p.base_offset,
-                    message.map(Into::into),
-                ),
+                (KafkaCode::from_code(p.error_code), p.base_offset, message),
             );
         }
     }
@@ -994,7 +982,7 @@ impl Producer {
     /// include this one) are dropped, the rest stay pending.
     pub fn send(&mut self, record: ProducerRecord) -> Result<()> {
         let size = record.size();
-        if size + BATCH_OVERHEAD + PARTITION_OVERHEAD + REQUEST_OVERHEAD > self.config.max_request_size {
+        if size + SINGLE_BATCH_OVERHEAD > self.config.max_request_size {
             return Err(Error::Kafka {
                 api: ApiKey::Produce,
                 code: KafkaCode::MessageTooLarge,
@@ -1056,8 +1044,9 @@ impl Producer {
                     self.metadata_at = Some(Instant::now());
                     match meta.topics.get(topic) {
                         Some(t) if !t.error.is_error() && !t.partitions.is_empty() => {
-                            self.acc.add_topic(t, &meta);
+                            // The other topics first: `update` would apply this one again.
                             self.acc.update(&meta);
+                            self.acc.add_topic(t, &meta);
                             return Ok(());
                         }
                         Some(t) => Error::Kafka {
@@ -1268,13 +1257,12 @@ impl Producer {
         let mut works = Vec::new();
         let mut refused = Vec::new();
         let mut unreachable = Vec::new();
-        let caps = &self.client.connection_config().version_caps;
-        let cap = caps.get(&ApiKey::Produce.key()).copied();
+        let conn = self.client.connection_config();
         for (leader, tps) in plan {
             let versions: Result<(i16, BrokerVersions)> = self
                 .client
                 .broker_versions(leader)
-                .and_then(|bv| versions::pick(ApiKey::Produce, &bv, cap).map(|v| (v, bv)));
+                .and_then(|bv| conn.pick_version(ApiKey::Produce, &bv).map(|v| (v, bv)));
             let (version, bv) = match versions {
                 Ok(v) => v,
                 Err(e) if e.is_unreachable() => {

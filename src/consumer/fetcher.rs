@@ -27,7 +27,7 @@ use crate::records::{self, BatchInfo, DecodeLimits};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// The highest Fetch version that names topics instead of identifying them by id.
@@ -95,29 +95,28 @@ pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSett
             partition_max_bytes: s.partition_max_bytes,
             ..Default::default()
         };
-        let same_topic = topics.last().is_some_and(|last| {
+        let same_topic = |last: &FetchTopic| {
             if version > LAST_VERSION_WITH_NAMES {
                 last.topic_id == t.topic_id
             } else {
                 last.topic == t.tp.topic
             }
-        });
-        if same_topic {
-            if let Some(last) = topics.last_mut() {
-                last.partitions.push(partition);
-            }
-            continue;
-        }
-        let mut topic = FetchTopic {
-            partitions: vec![partition],
-            ..Default::default()
         };
-        if version > LAST_VERSION_WITH_NAMES {
-            topic.topic_id = t.topic_id;
-        } else {
-            topic.topic = (&t.tp.topic).into();
+        match topics.last_mut() {
+            Some(last) if same_topic(last) => last.partitions.push(partition),
+            _ => {
+                let mut topic = FetchTopic {
+                    partitions: vec![partition],
+                    ..Default::default()
+                };
+                if version > LAST_VERSION_WITH_NAMES {
+                    topic.topic_id = t.topic_id;
+                } else {
+                    topic.topic = (&t.tp.topic).into();
+                }
+                topics.push(topic);
+            }
         }
-        topics.push(topic);
     }
     FetchRequest {
         replica_id: -1,
@@ -174,14 +173,12 @@ fn needs_refresh(code: KafkaCode) -> bool {
         )
 }
 
-/// Reads a Fetch answer for the partitions asked (`requested`: partition → offset fetched
-/// from). `names` maps topic ids to names for v13+. A request-level error is returned as
-/// `Err` with its code.
+/// Reads a Fetch answer to a request for `targets`; partitions not asked for are ignored. A
+/// request-level error is returned as `Err` with its code.
 pub(crate) fn read_fetch_response(
     version: i16,
     resp: FetchResponse,
-    requested: &BTreeMap<TopicPartition, i64>,
-    names: &HashMap<Uuid, String>,
+    targets: &[FetchTarget],
     isolation: IsolationLevel,
     limits: &DecodeLimits,
 ) -> Result<Vec<(TopicPartition, PartitionFetch)>, KafkaCode> {
@@ -189,11 +186,19 @@ pub(crate) fn read_fetch_response(
     if top.is_error() {
         return Err(top);
     }
+    // Partition -> offset fetched from, and (v13+ answers by topic id) id -> name, borrowed
+    // from the request rather than copied.
+    let requested: HashMap<&TopicPartition, i64> = targets.iter().map(|t| (&t.tp, t.offset)).collect();
+    let names: HashMap<Uuid, &String> = if version > LAST_VERSION_WITH_NAMES {
+        targets.iter().map(|t| (t.topic_id, &t.tp.topic)).collect()
+    } else {
+        HashMap::new()
+    };
     let mut out = Vec::new();
     for topic in resp.responses {
         let name = if version > LAST_VERSION_WITH_NAMES {
             match names.get(&topic.topic_id) {
-                Some(n) => n.clone(),
+                Some(n) => (*n).clone(),
                 None => continue, // not a topic we asked for
             }
         } else {
@@ -585,17 +590,13 @@ mod tests {
         from: i64,
         isolation: IsolationLevel,
     ) -> Vec<(TopicPartition, PartitionFetch)> {
-        let requested: BTreeMap<_, _> = [(TopicPartition::new("a", 0), from)].into_iter().collect();
-        let names: HashMap<_, _> = [(Uuid([1; 16]), "a".to_string())].into_iter().collect();
-        read_fetch_response(
-            version,
-            resp,
-            &requested,
-            &names,
-            isolation,
-            &DecodeLimits::default(),
-        )
-        .unwrap()
+        let target = FetchTarget {
+            tp: TopicPartition::new("a", 0),
+            topic_id: Uuid([1; 16]),
+            offset: from,
+            leader_epoch: -1,
+        };
+        read_fetch_response(version, resp, &[target], isolation, &DecodeLimits::default()).unwrap()
     }
 
     #[test]
@@ -658,13 +659,11 @@ mod tests {
         }
         let mut top = response(Bytes::new(), KafkaCode::None, None);
         top.error_code = KafkaCode::UnknownServerError.code();
-        let requested = BTreeMap::new();
         assert_eq!(
             read_fetch_response(
                 12,
                 top,
-                &requested,
-                &HashMap::new(),
+                &[],
                 IsolationLevel::ReadUncommitted,
                 &DecodeLimits::default()
             ),

@@ -28,7 +28,7 @@ use config::ConsumerConfig;
 use fetcher::{FetchSettings, FetchTarget, Fetcher, PartitionFetch};
 use offsets::CommitOutcome;
 use positions::{Positions, ResetReason};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -203,7 +203,7 @@ impl Consumer {
             }
             self.ensure_positions()?;
             let left = deadline.saturating_duration_since(Instant::now());
-            if self.positions.fetchable().is_empty() {
+            if !self.positions.has_fetchable() {
                 if left.is_zero() {
                     return Ok(Polled {
                         records: Vec::new(),
@@ -441,15 +441,10 @@ impl Consumer {
                 }
                 Err(e) => return Err(e),
             };
-            let requested: BTreeMap<TopicPartition, i64> =
-                targets.iter().map(|t| (t.tp.clone(), t.offset)).collect();
-            let names: HashMap<Uuid, String> =
-                targets.iter().map(|t| (t.topic_id, t.tp.topic.clone())).collect();
             let parts = match fetcher::read_fetch_response(
                 version,
                 resp,
-                &requested,
-                &names,
+                &targets,
                 self.config.isolation_level,
                 &self.limits,
             ) {
@@ -540,6 +535,7 @@ impl Consumer {
         let mut left: BTreeSet<TopicPartition> = tps.iter().cloned().collect();
         let mut found = BTreeMap::new();
         let mut force = false;
+        let isolation = self.config.isolation_level.code();
         loop {
             let meta = match self.metadata(force) {
                 Ok(m) => m,
@@ -564,7 +560,6 @@ impl Consumer {
             }
             let mut last_problem = None;
             for (leader, targets) in by_leader {
-                let isolation = self.config.isolation_level.code();
                 let mut version = 0;
                 let resp = self.client.send_to(leader, |v| {
                     version = v;
@@ -769,13 +764,13 @@ impl Consumer {
                                 self.member.request_rejoin();
                             }
                             let list: Vec<String> = partitions.iter().map(ToString::to_string).collect();
-                            log::warn!("{}: commit of {} rejected: {code}", self.ctx(), list.join(", "));
+                            let list = list.join(", ");
+                            log::warn!("{}: commit of {list} rejected: {code}", self.ctx());
                             return Err(Error::Kafka {
                                 api: ApiKey::OffsetCommit,
                                 code,
                                 message: Some(format!(
-                                    "commit of {} rejected in generation {}",
-                                    list.join(", "),
+                                    "commit of {list} rejected in generation {}",
                                     generation.map_or(-1, |g| g.id)
                                 )),
                             });
@@ -802,8 +797,8 @@ impl Consumer {
         } else {
             Ok(())
         };
+        // The fetch connections have no part in leaving the group: close them first.
         self.fetcher.clear();
-        self.positions.clear();
         let closed = self.member.close();
         committed.and(closed)
     }

@@ -130,12 +130,8 @@ pub(crate) fn commit_outcome(resp: &OffsetCommitResponse) -> (Vec<TopicPartition
             let code = KafkaCode::from_code(p.error_code);
             match commit_action(code) {
                 GroupAction::Proceed => ok.push(tp),
-                GroupAction::Retry => {
-                    retry_code.get_or_insert(code);
-                    retry.push(tp);
-                }
-                GroupAction::RediscoverCoordinator => {
-                    rediscover = true;
+                action @ (GroupAction::Retry | GroupAction::RediscoverCoordinator) => {
+                    rediscover |= action == GroupAction::RediscoverCoordinator;
                     retry_code.get_or_insert(code);
                     retry.push(tp);
                 }

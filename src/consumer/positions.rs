@@ -99,12 +99,6 @@ impl Positions {
         self.revoked = true;
     }
 
-    /// Forgets everything (after close).
-    pub fn clear(&mut self) {
-        self.parts.clear();
-        self.revoked = false;
-    }
-
     /// Whether the partitions were revoked and no new assignment came yet.
     pub fn is_revoked(&self) -> bool {
         self.revoked
@@ -191,13 +185,20 @@ impl Positions {
 
     /// Partitions to fetch and where from: ready, and with nothing buffered.
     pub fn fetchable(&self) -> Vec<(TopicPartition, i64)> {
-        if self.revoked {
-            return Vec::new();
-        }
-        self.with_init(|i| i == Init::Ready)
-            .filter(|(_, p)| p.position == p.fetch_offset)
+        self.unbuffered()
             .map(|(tp, p)| (tp.clone(), p.fetch_offset))
             .collect()
+    }
+
+    /// Whether [`fetchable`](Self::fetchable) has any partition, without copying them: asked
+    /// on every turn of the poll loop.
+    pub fn has_fetchable(&self) -> bool {
+        self.unbuffered().next().is_some()
+    }
+
+    fn unbuffered(&self) -> impl Iterator<Item = (&TopicPartition, &PartitionState)> + '_ {
+        self.with_init(|i| i == Init::Ready)
+            .filter(|(_, p)| !self.revoked && p.position == p.fetch_offset)
     }
 
     /// The position the next fetch of `tp` starts at, if it has one.
@@ -325,12 +326,14 @@ mod tests {
         let mut s = assigned(2);
         assert_eq!(s.awaiting_committed(), vec![tp(0), tp(1)]);
         assert!(s.fetchable().is_empty());
+        assert!(!s.has_fetchable());
         s.apply_committed(&tp(0), Some((42, Some(3))));
         s.apply_committed(&tp(1), None);
         assert_eq!(s.position(&tp(0)), Some(42));
         assert_eq!(s.position(&tp(1)), None);
         assert_eq!(s.needing_reset(), vec![(tp(1), ResetReason::NoCommittedOffset)]);
         assert_eq!(s.fetchable(), vec![(tp(0), 42)]);
+        assert!(s.has_fetchable());
         s.reset_to(&tp(1), 7);
         assert_eq!(s.fetchable(), vec![(tp(0), 42), (tp(1), 7)]);
         // Nothing consumed on tp0: its committed offset is not sent again; tp1's reset
@@ -438,6 +441,7 @@ mod tests {
         s.consumed(&tp(0), 4, None);
         s.revoke();
         assert!(s.fetchable().is_empty());
+        assert!(!s.has_fetchable());
         assert!(s.assignment().is_empty());
         assert!(!s.seek(&tp(0), 1));
         assert_eq!(s.uncommitted()[&tp(0)], (4, None));

@@ -60,7 +60,7 @@ impl Assignment {
 
     /// Whether no partition is assigned.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.partitions.values().all(Vec::is_empty)
     }
 }
 

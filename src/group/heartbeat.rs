@@ -60,7 +60,7 @@ pub(crate) enum Event {
 /// The member's end of the thread.
 #[derive(Debug)]
 pub(crate) struct HeartbeatHandle {
-    pub(crate) commands: Sender<Command>,
+    commands: Sender<Command>,
     pub(crate) events: Receiver<Event>,
     thread: Option<JoinHandle<()>>,
 }
@@ -122,8 +122,11 @@ impl Drop for HeartbeatHandle {
 }
 
 struct Active {
-    generation: Generation,
-    instance_id: Option<String>,
+    generation: i32,
+    /// Built once per generation: every heartbeat of it is the same request.
+    request: HeartbeatRequest,
+    /// Group, member id, instance id and generation for log lines, formatted once per generation.
+    ctx: String,
     coordinator: Broker,
     conn: Option<Connection>,
     timer: HeartbeatTimer,
@@ -176,9 +179,24 @@ impl Worker {
                     Some(a) if a.coordinator == coordinator => a.conn,
                     _ => None,
                 };
+                let ctx = format!(
+                    "group={} member={} instance={} generation={}",
+                    self.group,
+                    generation.member_id,
+                    instance_id.as_deref().unwrap_or("-"),
+                    generation.id
+                );
+                let request = HeartbeatRequest {
+                    group_id: (&self.group).into(),
+                    generation_id: generation.id,
+                    member_id: generation.member_id.into(),
+                    group_instance_id: instance_id.map(Into::into),
+                    ..Default::default()
+                };
                 self.active = Some(Active {
-                    generation,
-                    instance_id,
+                    generation: generation.id,
+                    request,
+                    ctx,
                     coordinator,
                     conn,
                     timer: HeartbeatTimer::new(now, self.interval, self.session_timeout, self.retry_backoff),
@@ -187,7 +205,7 @@ impl Worker {
                 });
             }
             Command::Stable(id) => {
-                if let Some(a) = self.active.as_mut().filter(|a| a.generation.id == id) {
+                if let Some(a) = self.active.as_mut().filter(|a| a.generation == id) {
                     a.stable = true;
                 }
             }
@@ -197,41 +215,32 @@ impl Worker {
         }
     }
 
-    fn emit(&self, e: Event) {
-        let _ = self.events.send(e);
-    }
-
     fn tick(&mut self) {
         let now = Instant::now();
         let Some(a) = self.active.as_mut() else { return };
         if a.timer.session_expired(now) && !a.expired_reported {
             a.expired_reported = true;
             log::warn!(
-                "group={} member={} instance={:?} generation={}: no successful heartbeat for {:?}; session expired",
-                self.group,
-                a.generation.member_id,
-                a.instance_id,
-                a.generation.id,
+                "{}: no successful heartbeat for {:?}; session expired",
+                a.ctx,
                 self.session_timeout
             );
-            let generation = a.generation.id;
-            self.emit(Event::SessionExpired { generation });
+            emit(
+                &self.events,
+                Event::SessionExpired {
+                    generation: a.generation,
+                },
+            );
         }
-        let Some(a) = self.active.as_mut() else { return };
         if !a.timer.should_send(now) {
             return;
         }
         a.timer.on_sent(now);
-        let result = Self::heartbeat(&self.client, &self.group, a, self.session_timeout);
+        let result = Self::heartbeat(&self.client, a, self.session_timeout);
         let done = Instant::now();
         let rtt = done - now;
-        let gen_id = a.generation.id;
-        let ctx = format!(
-            "group={} member={} instance={} generation={gen_id}",
-            self.group,
-            a.generation.member_id,
-            a.instance_id.as_deref().unwrap_or("-")
-        );
+        let gen_id = a.generation;
+        let ctx = &a.ctx;
         match result {
             Ok(KafkaCode::None) => {
                 a.timer.on_success(done);
@@ -251,11 +260,14 @@ impl Worker {
                             // Keep heartbeating until the member rejoins, so the session holds
                             // while the application finishes its work.
                             a.timer.on_success(done);
-                            self.emit(Event::RejoinNeeded {
-                                generation: gen_id,
-                                reset_member_id: false,
-                                reason: code,
-                            });
+                            emit(
+                                &self.events,
+                                Event::RejoinNeeded {
+                                    generation: gen_id,
+                                    reset_member_id: false,
+                                    reason: code,
+                                },
+                            );
                         }
                         // While awaiting SyncGroup the rebalance is ours: the SyncGroup answer
                         // decides, not the heartbeat.
@@ -271,11 +283,14 @@ impl Worker {
                             }
                         );
                         self.active = None;
-                        self.emit(Event::RejoinNeeded {
-                            generation: gen_id,
-                            reset_member_id,
-                            reason: code,
-                        });
+                        emit(
+                            &self.events,
+                            Event::RejoinNeeded {
+                                generation: gen_id,
+                                reset_member_id,
+                                reason: code,
+                            },
+                        );
                     }
                     GroupAction::RediscoverCoordinator => {
                         log::info!("{ctx}: {code}; looking for the coordinator again");
@@ -288,15 +303,18 @@ impl Worker {
                             "{ctx}: fenced: another member uses this group.instance.id; heartbeats stop"
                         );
                         self.active = None;
-                        self.emit(Event::Fenced { generation: gen_id });
+                        emit(&self.events, Event::Fenced { generation: gen_id });
                     }
                     GroupAction::Fatal => {
                         log::error!("{ctx}: heartbeat failed with {code}; heartbeats stop");
                         self.active = None;
-                        self.emit(Event::Fatal {
-                            generation: gen_id,
-                            code,
-                        });
+                        emit(
+                            &self.events,
+                            Event::Fatal {
+                                generation: gen_id,
+                                code,
+                            },
+                        );
                     }
                 }
             }
@@ -310,28 +328,16 @@ impl Worker {
         }
     }
 
-    fn heartbeat(
-        client: &Client,
-        group: &str,
-        a: &mut Active,
-        session: Duration,
-    ) -> crate::Result<KafkaCode> {
+    fn heartbeat(client: &Client, a: &mut Active, session: Duration) -> crate::Result<KafkaCode> {
         if a.conn.is_none() {
             a.conn = Some(client.connect(&a.coordinator)?);
         }
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
-        let req = HeartbeatRequest {
-            group_id: group.into(),
-            generation_id: a.generation.id,
-            member_id: (&a.generation.member_id).into(),
-            group_instance_id: a.instance_id.clone().map(Into::into),
-            ..Default::default()
-        };
         let version = conn.version(crate::protocol::ApiKey::Heartbeat)?;
         // Waiting longer than a session for one answer is pointless: by then the broker has
         // given up on us anyway.
         let timeout = client.connection_config().request_timeout.min(session);
-        let resp = conn.send_at(&req, version, Some(timeout))?;
+        let resp = conn.send_at(&a.request, version, Some(timeout))?;
         Ok(KafkaCode::from_code(resp.error_code))
     }
 
@@ -342,23 +348,29 @@ impl Worker {
             Ok(b) => {
                 if b != a.coordinator {
                     log::info!(
-                        "group={} member={} generation={}: coordinator moved from {} to {}",
-                        self.group,
-                        a.generation.member_id,
-                        a.generation.id,
+                        "{}: coordinator moved from {} to {}",
+                        a.ctx,
                         a.coordinator.addr(),
                         b.addr()
                     );
                     a.coordinator = b.clone();
                     a.conn = None;
-                    let generation = a.generation.id;
-                    self.emit(Event::CoordinatorMoved {
-                        generation,
-                        coordinator: b,
-                    });
+                    emit(
+                        &self.events,
+                        Event::CoordinatorMoved {
+                            generation: a.generation,
+                            coordinator: b,
+                        },
+                    );
                 }
             }
-            Err(e) => log::debug!("group={}: coordinator lookup failed: {e}", self.group),
+            Err(e) => log::debug!("{}: coordinator lookup failed: {e}", a.ctx),
         }
     }
+}
+
+fn emit(events: &Sender<Event>, e: Event) {
+    // The member only drops its receiver when it is dropped itself, and then it stops this
+    // thread too: an event nobody can receive any more needs no reporting.
+    let _ = events.send(e);
 }

@@ -12,7 +12,7 @@ use super::assignor::{Assignor, MemberSubscription};
 use super::config::{MemberConfig, OldBrokerPolicy};
 use super::heartbeat::{Command, Event, HeartbeatHandle};
 use super::metrics::{MemberMetrics, Metrics};
-use super::state::{Generation, GroupState, MemberState, Transition};
+use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::client::{Broker, Client};
 use crate::error::{Error, Result, Timeout};
 use crate::net::{Connection, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
@@ -750,10 +750,13 @@ impl GroupMember {
             ..Default::default()
         };
         let wait = self.config.rebalance_timeout.max(self.config.session_timeout) + JOIN_MARGIN;
-        let ctx = self.ctx();
+        let version = self
+            .conn
+            .as_ref()
+            .ok_or(Error::Closed)?
+            .version(ApiKey::JoinGroup)?;
+        log::debug!("{}: JoinGroup v{version}", self.ctx());
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
-        let version = conn.version(ApiKey::JoinGroup)?;
-        log::debug!("{ctx}: JoinGroup v{version}");
         conn.send_at(&req, version, Some(wait))
     }
 
@@ -809,11 +812,11 @@ impl GroupMember {
                 subscription,
             });
         }
-        let topics: BTreeSet<&str> = members
-            .iter()
-            .flat_map(|m| m.subscription.topics.iter().map(String::as_str))
-            .collect();
-        let partitions = self.partition_counts(&topics.into_iter().collect::<Vec<_>>())?;
+        let partitions = self.partition_counts(
+            members
+                .iter()
+                .flat_map(|m| m.subscription.topics.iter().map(String::as_str)),
+        )?;
         self.leader_snapshot = Some(partitions.clone());
         if resp.skip_assignment {
             // KIP-814: a static leader that restarted keeps the group's current assignment;
@@ -837,11 +840,16 @@ impl GroupMember {
             .collect())
     }
 
-    fn partition_counts(&self, topics: &[&str]) -> Result<BTreeMap<String, i32>> {
+    /// Partition counts of `topics` (each asked for once, however often it is named) that exist.
+    fn partition_counts<'a>(
+        &self,
+        topics: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, i32>> {
+        let topics: Vec<&str> = topics.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
         if topics.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let meta = self.client.refresh_metadata(Some(topics))?;
+        let meta = self.client.refresh_metadata(Some(&topics))?;
         Ok(topics
             .iter()
             .filter_map(|t| meta.topics.get(*t))
@@ -861,13 +869,8 @@ impl GroupMember {
             return;
         }
         self.last_metadata_check = Instant::now();
-        let topics: Vec<String> = snapshot
-            .keys()
-            .cloned()
-            .chain(self.config.topics.iter().cloned())
-            .collect();
-        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-        match self.partition_counts(&refs) {
+        let topics = snapshot.keys().chain(&self.config.topics).map(String::as_str);
+        match self.partition_counts(topics) {
             Ok(now) if &now != snapshot => {
                 log::info!(
                     "{}: subscribed topics changed ({snapshot:?} -> {now:?}); rebalancing",
@@ -886,9 +889,9 @@ impl GroupMember {
         self.schedule_rejoin(false);
     }
 
-    /// Marks a rejoin pending; once one asked for an empty member id, the rejoin uses one.
+    /// Marks a rejoin pending, keeping an empty member id once one was asked for.
     fn schedule_rejoin(&mut self, reset_member_id: bool) {
-        self.rejoin = Some(self.rejoin.unwrap_or(false) || reset_member_id);
+        self.rejoin = Some(merge_rejoin(self.rejoin, reset_member_id));
     }
 
     /// Removes this static member from the group now (LeaveGroup v3+ by instance id), so its

@@ -181,6 +181,13 @@ impl GroupState {
     }
 }
 
+/// The rejoin to run once `reset_member_id` is asked for while `pending` is (`None`: none is):
+/// `true` (join with an empty member id) as soon as any request needed it, so a later plain
+/// request — a metadata change, the application's — cannot undo a reset the coordinator asked for.
+pub(crate) fn merge_rejoin(pending: Option<bool>, reset_member_id: bool) -> bool {
+    pending.unwrap_or(false) || reset_member_id
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +259,19 @@ mod tests {
         s.apply(Transition::Closed).unwrap();
         assert_eq!(s.state(), MemberState::Closed);
         assert!(s.apply(Transition::JoinSent).is_err());
+    }
+
+    #[test]
+    fn a_pending_reset_survives_later_plain_rejoins() {
+        assert!(!merge_rejoin(None, false));
+        assert!(merge_rejoin(None, true));
+        assert!(!merge_rejoin(Some(false), false));
+        assert!(merge_rejoin(Some(false), true));
+        assert!(
+            merge_rejoin(Some(true), false),
+            "a plain rejoin must not drop the reset"
+        );
+        assert!(merge_rejoin(Some(true), true));
     }
 
     #[test]

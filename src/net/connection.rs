@@ -9,7 +9,9 @@
 use crate::error::{Error, ProtocolViolation, Result, Timeout};
 use crate::net::versions::{self, BrokerVersions, Capability, Handshake};
 use crate::protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, Segments, VersionRange, WireWrite};
+use crate::protocol::{
+    ApiKey, DecodeError, Decoder, KafkaStr, Message, Request, Segments, VersionRange, WireWrite,
+};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -71,6 +73,9 @@ pub struct Connection {
     next_correlation_id: i32,
     versions: BrokerVersions,
     config: ConnectionConfig,
+    /// `config.client_id` as the header carries it, made once: every request (each heartbeat)
+    /// then shares it instead of copying the string.
+    client_id: Option<KafkaStr>,
     broken: bool,
     write_buf: Vec<u8>,
 }
@@ -133,6 +138,7 @@ impl Connection {
             next_correlation_id: 0,
             versions: BrokerVersions::new(),
             config: config.clone(),
+            client_id: config.client_id.as_deref().map(KafkaStr::from),
             broken: false,
             write_buf: Vec::with_capacity(256),
         })
@@ -212,7 +218,7 @@ impl Connection {
             request_api_key: api.key(),
             request_api_version: version,
             correlation_id,
-            client_id: self.config.client_id.clone().map(Into::into),
+            client_id: self.client_id.clone(),
             ..Default::default()
         };
         // Record batches and group metadata go to the socket from the caller's buffers: the
@@ -382,9 +388,12 @@ impl Connection {
                         table.len()
                     );
                     self.versions = table;
-                    for api in ApiKey::ALL {
-                        if let Ok(v) = self.version(*api) {
-                            log::debug!("{}: using {} v{v}", self.addr, api.name());
+                    // A version pick per API, done on every connect, only for this log.
+                    if log::log_enabled!(log::Level::Debug) {
+                        for api in ApiKey::ALL {
+                            if let Ok(v) = self.version(*api) {
+                                log::debug!("{}: using {} v{v}", self.addr, api.name());
+                            }
                         }
                     }
                     return Ok(());

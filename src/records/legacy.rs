@@ -79,7 +79,7 @@ fn parse(msg: &Bytes) -> Result<Message, RecordsError> {
         // below leaves 4 for the value length or fails.
         let len = msg
             .get(pos..pos + 4)
-            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            .map(|b| i32::from_be_bytes(be(b, 0)))
             .ok_or_else(|| RecordsError::Corrupt(format!("message {what} length is truncated")))?;
         pos += 4;
         match len {
@@ -160,8 +160,8 @@ pub(super) fn decode_message(
     let mut messages = Vec::new();
     let mut rest = inner;
     while !rest.is_empty() {
-        let size = match rest.get(8..12) {
-            Some(b) => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+        let size = match rest.first_chunk::<LOG_OVERHEAD>() {
+            Some(head) => i32::from_be_bytes(be(head, 8)),
             None => {
                 return Err(RecordsError::Corrupt(
                     "truncated message in a compressed set".into(),

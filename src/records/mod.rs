@@ -205,6 +205,8 @@ impl std::error::Error for RecordsError {}
 const MAGIC_OFFSET: usize = 16;
 /// Bytes before a batch's or message's own length counts: offset and length.
 const LOG_OVERHEAD: usize = 12;
+/// A record batch's header (magic 2), records aside: what a batch costs beyond its records.
+pub(crate) const BATCH_HEADER: usize = v2::HEADER;
 
 /// Decodes every complete batch in `bytes` (a Fetch response's `records`). A partial batch at
 /// the end is ignored; whether a batch is partial is judged from its length field alone, so a

@@ -195,7 +195,9 @@ pub(super) fn encode_batch(records: &[NewRecord], compression: Compression) -> R
     let now = now_ms();
     let base_timestamp = records[0].timestamp.unwrap_or(now);
     let mut max_timestamp = base_timestamp;
-    let mut body = Vec::new();
+    // The records go right after room for the header, so that uncompressed (the producer's
+    // default) they are not copied again.
+    let mut buf = vec![0; HEADER];
     let mut rec = Vec::new();
     for (i, r) in records.iter().enumerate() {
         let timestamp = r.timestamp.unwrap_or(now);
@@ -212,31 +214,31 @@ pub(super) fn encode_batch(records: &[NewRecord], compression: Compression) -> R
             rec.extend_from_slice(name.as_bytes());
             put_nullable(&mut rec, value.as_deref())?;
         }
-        put_varint(&mut body, len_i32(rec.len())?);
-        body.extend_from_slice(&rec);
+        put_varint(&mut buf, len_i32(rec.len())?);
+        buf.extend_from_slice(&rec);
     }
-    // Uncompressed, the records are the body as they are: no copy on the producer's default path.
-    let body = match compression {
-        Compression::None => body,
-        c => compress(c, &body, false)?,
-    };
-    let batch_length = len_i32((HEADER - 12).saturating_add(body.len()))?;
+    if compression != Compression::None {
+        let body = compress(compression, &buf[HEADER..], false)?;
+        buf.truncate(HEADER);
+        buf.extend_from_slice(&body);
+    }
+    let batch_length = len_i32(buf.len() - 12)?;
 
-    let mut buf = Vec::with_capacity(HEADER + body.len());
-    buf.extend_from_slice(&0i64.to_be_bytes()); // base offset
-    buf.extend_from_slice(&batch_length.to_be_bytes());
-    buf.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
-    buf.push(2); // magic
-    buf.extend_from_slice(&[0; 4]); // CRC, filled in below
-    buf.extend_from_slice(&(compression.code() as i16).to_be_bytes());
-    buf.extend_from_slice(&(count - 1).to_be_bytes()); // last offset delta
-    buf.extend_from_slice(&base_timestamp.to_be_bytes());
-    buf.extend_from_slice(&max_timestamp.to_be_bytes());
-    buf.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-    buf.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-    buf.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-    buf.extend_from_slice(&count.to_be_bytes());
-    buf.extend_from_slice(&body);
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(&0i64.to_be_bytes()); // base offset
+    header.extend_from_slice(&batch_length.to_be_bytes());
+    header.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
+    header.push(2); // magic
+    header.extend_from_slice(&[0; 4]); // CRC, filled in below
+    header.extend_from_slice(&(compression.code() as i16).to_be_bytes());
+    header.extend_from_slice(&(count - 1).to_be_bytes()); // last offset delta
+    header.extend_from_slice(&base_timestamp.to_be_bytes());
+    header.extend_from_slice(&max_timestamp.to_be_bytes());
+    header.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+    header.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+    header.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    header.extend_from_slice(&count.to_be_bytes());
+    buf[..HEADER].copy_from_slice(&header);
     let crc = crc32c::crc32c(&buf[CRC_FROM..]);
     buf[CRC_AT..CRC_FROM].copy_from_slice(&crc.to_be_bytes());
     Ok(Bytes::from(buf))

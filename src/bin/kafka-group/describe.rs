@@ -3,14 +3,16 @@
 
 use crate::output::{Json, Table};
 use crate::{Ctx, Failure, NOT_FOUND};
+use kafka_group::group::{Assignment, TopicPartition};
 use kafka_group::{Admin, GroupDescription, MemberDescription, PartitionLag};
 use std::collections::BTreeMap;
 
 /// Show a group's state, members, assignments, committed offsets and lag.
 ///
 /// For each member: member id, group.instance.id, client id, host and assigned partitions;
-/// for each partition: committed offset, log end offset and lag. The generation is not shown: DescribeGroups does not return it. Exits 3 if the group's
-/// coordinator does not know the group (or reports it dead).
+/// for each partition: committed offset, log end offset and lag. The generation is not shown:
+/// DescribeGroups does not return it. Exits 3 if the group's coordinator does not know the group
+/// (or reports it dead).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The group (group.id).
@@ -37,16 +39,15 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A member's partitions as `topic-partition`, sorted.
-fn partitions(m: &MemberDescription) -> Vec<(String, i32)> {
+/// A member's partitions, sorted.
+fn partitions(m: &MemberDescription) -> Vec<TopicPartition> {
     m.decoded_assignment
         .iter()
-        .flat_map(|a| a.partitions.iter())
-        .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+        .flat_map(Assignment::topic_partitions)
         .collect()
 }
 
-fn owners(group: &GroupDescription) -> BTreeMap<(String, i32), &MemberDescription> {
+fn owners(group: &GroupDescription) -> BTreeMap<TopicPartition, &MemberDescription> {
     group
         .members
         .iter()
@@ -59,13 +60,7 @@ fn dash(s: Option<impl ToString>) -> String {
 }
 
 fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
-    let empty = |s: &str| {
-        if s.is_empty() {
-            "-".to_string()
-        } else {
-            s.to_string()
-        }
-    };
+    let empty = |s: &str| dash(Some(s).filter(|s| !s.is_empty()));
     outln!("Group:          {}", group.group_id);
     outln!("State:          {}", group.state);
     outln!("Protocol type:  {}", empty(&group.protocol_type));
@@ -75,7 +70,7 @@ fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
     outln!();
     let mut members = Table::new(&["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"]);
     for m in &group.members {
-        let ps: Vec<String> = partitions(m).iter().map(|(t, p)| format!("{t}-{p}")).collect();
+        let ps: Vec<String> = partitions(m).iter().map(TopicPartition::to_string).collect();
         members.row(vec![
             m.member_id.clone(),
             dash(m.group_instance_id.as_deref()),
@@ -97,7 +92,7 @@ fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
         "MEMBER-ID",
     ]);
     for l in lag {
-        let owner = owners.get(&(l.tp.topic.clone(), l.tp.partition));
+        let owner = owners.get(&l.tp);
         offsets.row(vec![
             l.tp.topic.clone(),
             l.tp.partition.to_string(),
@@ -116,10 +111,7 @@ fn to_json(group: &GroupDescription, lag: &[PartitionLag]) -> Json {
         .members
         .iter()
         .map(|m| {
-            let assignment = partitions(m)
-                .into_iter()
-                .map(|(t, p)| Json::Obj(vec![("topic", Json::Str(t)), ("partition", Json::Int(p.into()))]))
-                .collect();
+            let assignment = partitions(m).iter().map(Json::topic_partition).collect();
             Json::Obj(vec![
                 ("member_id", Json::str(&m.member_id)),
                 ("group_instance_id", Json::opt_str(m.group_instance_id.clone())),
@@ -133,7 +125,7 @@ fn to_json(group: &GroupDescription, lag: &[PartitionLag]) -> Json {
     let offsets = lag
         .iter()
         .map(|l| {
-            let owner = owners.get(&(l.tp.topic.clone(), l.tp.partition));
+            let owner = owners.get(&l.tp);
             Json::Obj(vec![
                 ("topic", Json::str(&l.tp.topic)),
                 ("partition", Json::Int(l.tp.partition.into())),

@@ -81,19 +81,20 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
         for event in &polled.events {
             print_event(ctx.json, event);
         }
-        let mut next: BTreeMap<TopicPartition, i64> = BTreeMap::new();
-        let mut truncated = false;
-        for record in &polled.records {
-            if args.max_records.is_some_and(|max| printed >= max) {
-                truncated = true;
-                break;
-            }
+        let room = args.max_records.map_or(usize::MAX, |max| {
+            usize::try_from(max - printed).unwrap_or(usize::MAX)
+        });
+        let shown = &polled.records[..polled.records.len().min(room)];
+        for record in shown {
             print_record(ctx.json, record);
-            next.insert(record.topic_partition(), record.offset + 1);
-            printed += 1;
         }
+        printed += shown.len() as u64;
         // Commit exactly what was printed: all of the poll unless --max-records cut it short.
-        let committed = if truncated {
+        let committed = if shown.len() < polled.records.len() {
+            let next: BTreeMap<TopicPartition, i64> = shown
+                .iter()
+                .map(|r| (r.topic_partition(), r.offset + 1))
+                .collect();
             consumer.commit_offsets(&next)
         } else {
             consumer.commit()
@@ -146,20 +147,6 @@ fn partitions_text(partitions: &[TopicPartition]) -> String {
     names.join(",")
 }
 
-fn partitions_json(partitions: &[TopicPartition]) -> Json {
-    Json::Arr(
-        partitions
-            .iter()
-            .map(|tp| {
-                Json::Obj(vec![
-                    ("topic", Json::str(&tp.topic)),
-                    ("partition", Json::Int(tp.partition.into())),
-                ])
-            })
-            .collect(),
-    )
-}
-
 fn print_event(json: bool, event: &GroupEvent) {
     let (name, generation, partitions) = match event {
         GroupEvent::Assigned {
@@ -188,7 +175,10 @@ fn print_event(json: bool, event: &GroupEvent) {
         let doc = Json::Obj(vec![
             ("event", Json::str(name)),
             ("generation", Json::Int(generation.into())),
-            ("partitions", partitions_json(partitions)),
+            (
+                "partitions",
+                Json::Arr(partitions.iter().map(Json::topic_partition).collect()),
+            ),
         ]);
         outln!("{doc}");
     } else {

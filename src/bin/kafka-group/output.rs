@@ -3,6 +3,7 @@
 //! The JSON written here is a handful of objects, arrays, strings and integers; a tiny writer
 //! keeps the crate free of a serde dependency for that.
 
+use kafka_group::group::TopicPartition;
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
 
@@ -56,6 +57,14 @@ impl Json {
     /// `null` for `None`.
     pub fn opt_int(n: Option<i64>) -> Json {
         n.map_or(Json::Null, Json::Int)
+    }
+
+    /// `{"topic":…,"partition":…}`, as every subcommand writes a partition.
+    pub fn topic_partition(tp: &TopicPartition) -> Json {
+        Json::Obj(vec![
+            ("topic", Json::str(&tp.topic)),
+            ("partition", Json::Int(tp.partition.into())),
+        ])
     }
 }
 
