@@ -14,10 +14,11 @@ use kafka_group::net::Connection;
 use kafka_group::protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_group::protocol::messages::{HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
 use kafka_group::protocol::ApiKey;
-use kafka_group::{Client, KafkaCode};
+use kafka_group::KafkaCode;
 use std::time::{Duration, Instant};
+use support::BoxError;
 
-fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+fn main() -> Result<(), BoxError> {
     let [heartbeats, connects] = support::numeric_args([10_000, 200]);
     let kafka = support::LocalKafka::get("connection-bench")?;
     run(&kafka.bootstrap, heartbeats, connects)
@@ -36,15 +37,8 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-fn run(
-    bootstrap: &str,
-    heartbeats: usize,
-    connects: usize,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let client = Client::builder()
-        .bootstrap_servers(bootstrap)
-        .client_id("connection-bench")
-        .build()?;
+fn run(bootstrap: &str, heartbeats: usize, connects: usize) -> Result<(), BoxError> {
+    let client = support::client(bootstrap, "connection-bench")?;
     let meta = client.refresh_metadata(Some(&[]))?;
     let broker = meta
         .brokers
@@ -92,10 +86,7 @@ fn run(
 
 /// A one-member dynamic join (with the KIP-394 member-id round trip) and an empty sync, so
 /// heartbeats are answered for a real member.
-fn join(
-    conn: &mut Connection,
-    group: &str,
-) -> Result<(i32, String), Box<dyn std::error::Error + Send + Sync>> {
+fn join(conn: &mut Connection, group: &str) -> Result<(i32, String), BoxError> {
     let mut member_id = String::new();
     loop {
         let req = JoinGroupRequest {
@@ -141,7 +132,7 @@ fn join(
             // A fresh broker is still creating __consumer_offsets: wait, as a member would.
             KafkaCode::CoordinatorLoadInProgress
             | KafkaCode::CoordinatorNotAvailable
-            | KafkaCode::NotCoordinator => std::thread::sleep(std::time::Duration::from_millis(100)),
+            | KafkaCode::NotCoordinator => std::thread::sleep(Duration::from_millis(100)),
             other => return Err(format!("join error {other}").into()),
         }
     }

@@ -16,10 +16,9 @@ mod support;
 use bytes::Bytes;
 use kafka_group::producer::{Acks, ProducerRecord};
 use kafka_group::records::Compression;
-use kafka_group::{Admin, Client, NewTopic, OffsetReset};
+use kafka_group::{Client, OffsetReset};
 use std::time::{Duration, Instant};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use support::BoxError;
 
 const PARTITIONS: i32 = 3;
 const BATCH_SIZE: usize = 256 * 1024;
@@ -27,10 +26,7 @@ const BATCH_SIZE: usize = 256 * 1024;
 fn main() -> Result<(), BoxError> {
     let [records, value_size] = support::numeric_args([1_000_000, 100]);
     let kafka = support::LocalKafka::get("consume-bench")?;
-    let client = Client::builder()
-        .bootstrap_servers(&kafka.bootstrap)
-        .client_id("consume-bench")
-        .build()?;
+    let client = support::client(&kafka.bootstrap, "consume-bench")?;
     let values = support::sample_values(records, value_size);
     let bytes: usize = values.iter().map(Bytes::len).sum();
     println!(
@@ -39,9 +35,7 @@ fn main() -> Result<(), BoxError> {
     );
     for compression in [Compression::None, Compression::Lz4] {
         let name = format!("{compression:?}").to_lowercase();
-        let topic = support::unique_name(&format!("consume-bench-{name}"));
-        Admin::new(&client)
-            .create_topics(&[NewTopic::new(&topic, PARTITIONS, 1)], Duration::from_secs(30))?;
+        let topic = support::create_topic(&client, &format!("consume-bench-{name}"), PARTITIONS)?;
         let produced = produce(&client, &topic, &values, compression)?;
         report(&format!("{name:<5} produce"), produced, records, bytes);
         let (consumed, polls) = consume(&client, &topic, records)?;

@@ -11,12 +11,11 @@
 mod support;
 
 use kafka_group::group::{GroupEvent, GroupMember};
-use kafka_group::{Admin, Client, NewTopic};
+use kafka_group::Client;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use support::BoxError;
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,16 +45,11 @@ fn report(name: &str, mut samples: Vec<Duration>) {
 }
 
 fn client(bootstrap: &str) -> Result<Client, BoxError> {
-    Ok(Client::builder()
-        .bootstrap_servers(bootstrap)
-        .client_id("group-bench")
-        .build()?)
+    support::client(bootstrap, "group-bench")
 }
 
 fn topic(client: &Client, partitions: i32) -> Result<String, BoxError> {
-    let name = support::unique_name("group-bench");
-    Admin::new(client).create_topics(&[NewTopic::new(&name, partitions, 1)], Duration::from_secs(30))?;
-    Ok(name)
+    support::create_topic(client, "group-bench", partitions)
 }
 
 fn static_member(client: &Client, group: &str, topic: &str, id: &str) -> Result<GroupMember, BoxError> {

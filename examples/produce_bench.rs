@@ -15,18 +15,14 @@ mod support;
 use bytes::Bytes;
 use kafka_group::producer::{Acks, ProducerRecord};
 use kafka_group::records::Compression;
-use kafka_group::{Admin, Client, NewTopic};
-use std::time::{Duration, Instant};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use kafka_group::Client;
+use std::time::Instant;
+use support::BoxError;
 
 fn main() -> Result<(), BoxError> {
     let [records, value_size] = support::numeric_args([1_000_000, 100]);
     let kafka = support::LocalKafka::get("produce-bench")?;
-    let client = Client::builder()
-        .bootstrap_servers(&kafka.bootstrap)
-        .client_id("produce-bench")
-        .build()?;
+    let client = support::client(&kafka.bootstrap, "produce-bench")?;
     let values = support::sample_values(records, value_size);
     println!("{records} records of {value_size} bytes, acks=all, 3 partitions, keyless (sticky)");
     for (compression, batch_size) in [
@@ -47,8 +43,7 @@ fn run(
     batch_size: usize,
 ) -> Result<(), BoxError> {
     let name = format!("{compression:?}").to_lowercase();
-    let topic = support::unique_name(&format!("produce-bench-{name}-{batch_size}"));
-    Admin::new(client).create_topics(&[NewTopic::new(&topic, 3, 1)], Duration::from_secs(30))?;
+    let topic = support::create_topic(client, &format!("produce-bench-{name}-{batch_size}"), 3)?;
     let mut producer = client
         .producer()
         .acks(Acks::All)

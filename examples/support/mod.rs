@@ -3,8 +3,12 @@
 // Each example uses the helpers it needs; the ones it does not are not dead code.
 #![allow(dead_code)]
 
+use kafka_group::{Admin, Client, NewTopic};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Any error an example reports.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka");
 
@@ -18,7 +22,7 @@ pub struct LocalKafka {
 
 impl LocalKafka {
     /// Uses `KAFKA_BOOTSTRAP` or starts a broker in `target/kafka-run/<name>`.
-    pub fn get(name: &str) -> Result<LocalKafka, Box<dyn std::error::Error + Send + Sync>> {
+    pub fn get(name: &str) -> Result<LocalKafka, BoxError> {
         if let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") {
             return Ok(LocalKafka {
                 bootstrap,
@@ -57,6 +61,22 @@ impl Drop for LocalKafka {
             let _ = Command::new(SCRIPT).args(["stop", "--dir", dir]).status();
         }
     }
+}
+
+/// A client of the broker at `bootstrap`, named `client_id`.
+pub fn client(bootstrap: &str, client_id: &str) -> Result<Client, BoxError> {
+    Ok(Client::builder()
+        .bootstrap_servers(bootstrap)
+        .client_id(client_id)
+        .build()?)
+}
+
+/// Creates a topic of `partitions` partitions (replication factor 1) named after `prefix` (see
+/// [`unique_name`]) and returns its name.
+pub fn create_topic(client: &Client, prefix: &str, partitions: i32) -> Result<String, BoxError> {
+    let name = unique_name(prefix);
+    Admin::new(client).create_topics(&[NewTopic::new(&name, partitions, 1)], Duration::from_secs(30))?;
+    Ok(name)
 }
 
 /// The numeric command-line arguments, each defaulting to its entry in `defaults`; arguments that

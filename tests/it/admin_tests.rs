@@ -122,15 +122,12 @@ fn removing_an_unknown_instance_reports_it_per_member() {
 /// records and committed 4 on partition 0 and 10 on partition 1; `old` when `via` speaks the
 /// 0.10.0 protocol (OffsetFetch v1 must name the topics, ListOffsets v0).
 fn offsets_and_lag(direct: &Client, via: &Client, old: bool) {
-    use crate::consumer_tests::produce;
+    use crate::consumer_tests::{consume, produce};
     use kafka_group::group::TopicPartition;
     use kafka_group::{OffsetReset, OffsetSpec, PartitionLag};
     use std::collections::BTreeMap;
 
-    let topic = support::unique_name("admin-lag");
-    Admin::new(direct)
-        .create_topics(&[NewTopic::new(&topic, 3, 1)], TIMEOUT)
-        .unwrap();
+    let topic = support::create_topic(direct, "admin-lag", 3, 1);
     for p in 0..3 {
         let values: Vec<String> = (0..10).map(|i| format!("{p}-{i}")).collect();
         produce(direct, &topic, p, &values);
@@ -162,12 +159,7 @@ fn offsets_and_lag(direct: &Client, via: &Client, old: bool) {
         .fetch_max_wait(Duration::from_millis(100))
         .build()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut n = 0;
-    while n < 30 {
-        assert!(std::time::Instant::now() < deadline, "consumed {n} of 30");
-        n += c.poll(Duration::from_millis(200)).unwrap().records.len();
-    }
+    consume(&mut c, 30, Duration::from_secs(30), false);
     let commits: BTreeMap<_, _> = [(tp(0), 4), (tp(1), 10)].into_iter().collect();
     c.commit_offsets(&commits).unwrap();
 
@@ -235,7 +227,7 @@ fn group_offsets_and_lag_on_kafka_0_10_0_protocol() {
 /// before its session would have expired.
 #[test]
 fn describe_shows_static_members_and_removal_rebalances_at_once() {
-    use crate::group_tests::{converged, member_builder, topic_with_partitions, Running};
+    use crate::group_tests::{converged, member_builder, three_converged, topic_with_partitions, Running};
     use crate::support::wait_for;
     use kafka_group::group::TopicPartition;
     use std::collections::BTreeSet;
@@ -247,25 +239,18 @@ fn describe_shows_static_members_and_removal_rebalances_at_once() {
     let admin = Admin::new(&client);
     let topic = topic_with_partitions(&client, 6);
     let group = support::unique_name("admin-static");
-    let start = |instance: &str| {
+    let mut ms: Vec<Running> = three_converged(|instance| {
         let c = Client::builder()
             .bootstrap_servers(bootstrap)
             .client_id(format!("admin-static-{instance}"))
             .build()
             .unwrap();
-        let m = member_builder(&c, &group, &topic)
+        member_builder(&c, &group, &topic)
             .group_instance_id(instance)
             .session_timeout(SESSION)
             .build()
-            .unwrap();
-        Running::start(m)
-    };
-    let mut ms: Vec<Running> = ["a", "b", "c"].iter().map(|i| start(i)).collect();
-    wait_for(
-        "three static members to converge",
-        Duration::from_secs(60),
-        || converged(&ms.iter().collect::<Vec<_>>(), 6),
-    );
+            .unwrap()
+    });
 
     let d = admin.describe_group(&group).unwrap();
     assert_eq!(
@@ -312,7 +297,7 @@ fn describe_shows_static_members_and_removal_rebalances_at_once() {
     wait_for(
         "the other two to take over all six partitions",
         SESSION / 3,
-        || converged(&ms.iter().collect::<Vec<_>>(), 6) && ms[0].seen().generation > generation,
+        || converged(&ms, 6) && ms[0].seen().generation > generation,
     );
     let elapsed = removed_at.elapsed();
     eprintln!("removal to a settled group of two: {elapsed:?}");

@@ -70,7 +70,7 @@ fn describe_shows_static_members_and_remove_member_takes_effect() {
     let a = Running::start(static_member(&client, &group, &topic, "cli-a"));
     let b = Running::start(static_member(&client, &group, &topic, "cli-b"));
     wait_for("two static members", Duration::from_secs(30), || {
-        converged(&[&a, &b], 2)
+        converged([&a, &b], 2)
     });
 
     let run = cli(bootstrap, &["describe", &group]);

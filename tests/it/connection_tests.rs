@@ -1,20 +1,43 @@
 //! Connection error paths against a scripted broker: KIP-511 and hostile frames.
 
-use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted};
+use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted, Seen};
 use kafka_group::net::{Connection, ConnectionConfig};
 use kafka_group::protocol::messages::HeartbeatRequest;
-use kafka_group::{Error, ProtocolViolation, Timeout};
+use kafka_group::protocol::ApiKey;
+use kafka_group::{Error, KafkaCode, ProtocolViolation, Timeout};
 use std::time::Duration;
 
-fn config() -> ConnectionConfig {
-    ConnectionConfig {
+const API_VERSIONS: i16 = ApiKey::ApiVersions.key();
+
+/// Connects to `fake` with a 5 s request timeout.
+fn connect(fake: &Scripted) -> Result<Connection, Error> {
+    let config = ConnectionConfig {
         request_timeout: Duration::from_secs(5),
         ..Default::default()
-    }
+    };
+    Connection::connect(&fake.addr.to_string(), &config)
 }
 
-const API_VERSIONS: i16 = 18;
-const UNSUPPORTED_VERSION: i16 = 35;
+/// The full table at the version `req` asked for.
+fn accept(req: &Seen) -> Reply {
+    Reply::Frame(api_versions_frame(
+        req.correlation_id,
+        req.api_version,
+        0,
+        &full_table(),
+    ))
+}
+
+/// KIP-511's answer to a version the broker does not know: UNSUPPORTED_VERSION in a v0 body
+/// advertising `apis`.
+fn reject(req: &Seen, apis: &[(i16, i16, i16)]) -> Reply {
+    Reply::Frame(api_versions_frame(
+        req.correlation_id,
+        0,
+        KafkaCode::UnsupportedVersion.code(),
+        apis,
+    ))
+}
 
 /// The protocol violation `err` reports, if it is one.
 fn violation(err: &Error) -> Option<&ProtocolViolation> {
@@ -26,29 +49,19 @@ fn violation(err: &Error) -> Option<&ProtocolViolation> {
 
 /// The highest ApiVersions version the client has, which it tries first.
 fn ours() -> i16 {
-    kafka_group::protocol::ApiKey::ApiVersions.versions().max
+    ApiKey::ApiVersions.versions().max
 }
 
 #[test]
 fn kip_511_rejecting_our_version_with_max_2_gets_v2() {
     let fake = Scripted::start(|req| {
         if req.api_version > 2 {
-            Reply::Frame(api_versions_frame(
-                req.correlation_id,
-                0,
-                UNSUPPORTED_VERSION,
-                &[(API_VERSIONS, 0, 2)],
-            ))
+            reject(req, &[(API_VERSIONS, 0, 2)])
         } else {
-            Reply::Frame(api_versions_frame(
-                req.correlation_id,
-                req.api_version,
-                0,
-                &full_table(),
-            ))
+            accept(req)
         }
     });
-    let conn = Connection::connect(&fake.addr.to_string(), &config()).unwrap();
+    let conn = connect(&fake).unwrap();
     assert_eq!(fake.versions_seen(API_VERSIONS), vec![ours(), 2]);
     assert!(conn.broker_versions().len() > 10);
 }
@@ -57,32 +70,20 @@ fn kip_511_rejecting_our_version_with_max_2_gets_v2() {
 fn kip_511_advertising_nothing_gets_v0() {
     let fake = Scripted::start(|req| {
         if req.api_version > 0 {
-            Reply::Frame(api_versions_frame(
-                req.correlation_id,
-                0,
-                UNSUPPORTED_VERSION,
-                &[],
-            ))
+            reject(req, &[])
         } else {
-            Reply::Frame(api_versions_frame(req.correlation_id, 0, 0, &full_table()))
+            accept(req)
         }
     });
-    Connection::connect(&fake.addr.to_string(), &config()).unwrap();
+    connect(&fake).unwrap();
     assert_eq!(fake.versions_seen(API_VERSIONS), vec![ours(), 0]);
 }
 
 #[test]
 fn kip_511_a_broker_that_keeps_rejecting_does_not_loop() {
     // Rejects every version while claiming to support the one just sent, then v0 too.
-    let fake = Scripted::start(|req| {
-        Reply::Frame(api_versions_frame(
-            req.correlation_id,
-            0,
-            UNSUPPORTED_VERSION,
-            &[(API_VERSIONS, 0, req.api_version.max(1) - 1)],
-        ))
-    });
-    let err = Connection::connect(&fake.addr.to_string(), &config()).unwrap_err();
+    let fake = Scripted::start(|req| reject(req, &[(API_VERSIONS, 0, req.api_version.max(1) - 1)]));
+    let err = connect(&fake).unwrap_err();
     assert!(
         matches!(violation(&err), Some(ProtocolViolation::Handshake(_))),
         "{err}"
@@ -98,15 +99,8 @@ fn kip_511_a_broker_that_keeps_rejecting_does_not_loop() {
 #[test]
 fn kip_511_a_broker_that_rejects_the_version_it_advertises_ends_the_handshake() {
     // Claims to support exactly what it rejects: retrying would loop.
-    let fake = Scripted::start(|req| {
-        Reply::Frame(api_versions_frame(
-            req.correlation_id,
-            0,
-            UNSUPPORTED_VERSION,
-            &[(API_VERSIONS, 0, req.api_version)],
-        ))
-    });
-    let err = Connection::connect(&fake.addr.to_string(), &config()).unwrap_err();
+    let fake = Scripted::start(|req| reject(req, &[(API_VERSIONS, 0, req.api_version)]));
+    let err = connect(&fake).unwrap_err();
     assert!(
         matches!(violation(&err), Some(ProtocolViolation::Handshake(_))),
         "{err}"
@@ -119,17 +113,12 @@ fn after_handshake(after: Reply) -> (Scripted, Connection) {
     let mut after = Some(after);
     let fake = Scripted::start(move |req| {
         if req.api_key == API_VERSIONS {
-            Reply::Frame(api_versions_frame(
-                req.correlation_id,
-                req.api_version,
-                0,
-                &full_table(),
-            ))
+            accept(req)
         } else {
             after.take().unwrap_or(Reply::Close)
         }
     });
-    let conn = Connection::connect(&fake.addr.to_string(), &config()).unwrap();
+    let conn = connect(&fake).unwrap();
     (fake, conn)
 }
 

@@ -4,14 +4,14 @@
 
 use crate::group_tests::{client, failover_client, topic_with_partitions, HEARTBEAT, SESSION};
 use crate::support::proxy::{self, Proxy};
-use crate::support::{broker, unique_name, wait_for};
+use crate::support::{broker, create_topic, unique_name, wait_for};
 use bytes::Bytes;
 use kafka_group::group::{GroupEvent, TopicPartition};
 use kafka_group::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_group::protocol::messages::ProduceRequest;
 use kafka_group::protocol::ApiKey;
 use kafka_group::records::{self, Compression, NewRecord};
-use kafka_group::{Admin, Client, Consumer, ConsumerRecord, Error, KafkaCode, NewTopic, OffsetReset};
+use kafka_group::{Client, Consumer, ConsumerRecord, Error, KafkaCode, OffsetReset};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -85,7 +85,9 @@ fn fill(client: &Client, topic: &str, partitions: i32, n: usize, first: usize) {
     }
 }
 
-fn builder(client: &Client, group: &str, topic: &str) -> kafka_group::ConsumerBuilder {
+/// A consumer of `group` subscribed to `topic` with the suite's timings, reading from the start
+/// and committing only when told.
+pub fn builder(client: &Client, group: &str, topic: &str) -> kafka_group::ConsumerBuilder {
     client
         .consumer(group)
         .subscribe([topic])
@@ -99,7 +101,7 @@ fn builder(client: &Client, group: &str, topic: &str) -> kafka_group::ConsumerBu
 
 /// Polls until `n` records came (or panics after `timeout`); commits after every poll when
 /// `commit` is set.
-fn consume(c: &mut Consumer, n: usize, timeout: Duration, commit: bool) -> Vec<ConsumerRecord> {
+pub fn consume(c: &mut Consumer, n: usize, timeout: Duration, commit: bool) -> Vec<ConsumerRecord> {
     let deadline = Instant::now() + timeout;
     let mut out = Vec::new();
     while out.len() < n {
@@ -142,8 +144,7 @@ fn offsets_by_partition(records: &[ConsumerRecord]) -> BTreeMap<i32, Vec<i64>> {
 
 #[test]
 fn consumes_everything_commits_and_a_restart_resumes_from_committed_offsets() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 3);
     let group = unique_name("cons-resume");
     fill(&client, &topic, 3, 10, 0);
@@ -206,8 +207,7 @@ fn consumes_everything_commits_and_a_restart_resumes_from_committed_offsets() {
 
 #[test]
 fn auto_offset_reset_earliest_latest_and_error() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 1);
     let tp = TopicPartition::new(&topic, 0);
     fill(&client, &topic, 1, 5, 0);
@@ -284,8 +284,7 @@ fn auto_offset_reset_earliest_latest_and_error() {
 
 #[test]
 fn seek_rewinds_and_committed_offsets_never_decrease() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 1);
     let tp = TopicPartition::new(&topic, 0);
     fill(&client, &topic, 1, 10, 0);
@@ -324,8 +323,7 @@ fn seek_rewinds_and_committed_offsets_never_decrease() {
 
 #[test]
 fn auto_commit_on_interval_and_close() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 2);
     let group = unique_name("cons-auto");
     fill(&client, &topic, 2, 5, 0);
@@ -384,8 +382,7 @@ fn run(
 
 #[test]
 fn two_members_split_partitions_and_read_every_record_once() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 4);
     let group = unique_name("cons-split");
     fill(&client, &topic, 4, 5, 0);
@@ -439,8 +436,7 @@ fn two_members_split_partitions_and_read_every_record_once() {
 
 #[test]
 fn commit_after_the_generation_ended_is_surfaced() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 2);
     let group = unique_name("cons-stale");
     fill(&client, &topic, 2, 3, 0);
@@ -525,8 +521,7 @@ fn commit_after_the_generation_ended_is_surfaced() {
 
 #[test]
 fn revocation_window_commit_succeeds() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 2);
     let group = unique_name("cons-revoke");
     fill(&client, &topic, 2, 4, 0);
@@ -573,10 +568,7 @@ fn revocation_window_commit_succeeds() {
 fn leader_failover_mid_stream() {
     let cluster = broker::Cluster::start(3, broker::version_under_test());
     let client = failover_client(cluster.bootstrap()).build().unwrap();
-    let topic = unique_name("cons-failover");
-    Admin::new(&client)
-        .create_topics(&[NewTopic::new(&topic, 3, 3)], Duration::from_secs(60))
-        .unwrap();
+    let topic = create_topic(&client, "cons-failover", 3, 3);
     fill(&client, &topic, 3, 10, 0);
     let mut c = builder(&client, &unique_name("cons-failover"), &topic)
         .group_instance_id("a")
@@ -612,10 +604,7 @@ fn leader_failover_mid_stream() {
 fn consume_through_proxy(release: &str) {
     let upstream = proxy::upstream_for(release);
     let direct = client(&upstream.to_string());
-    let topic = unique_name("cons-proxy");
-    Admin::new(&direct)
-        .create_topics(&[NewTopic::new(&topic, 2, 1)], Duration::from_secs(30))
-        .unwrap();
+    let topic = create_topic(&direct, "cons-proxy", 2, 1);
     fill(&direct, &topic, 2, 6, 0);
     let proxy = Proxy::start(upstream, release);
     let via = client(&proxy.bootstrap());
@@ -662,8 +651,7 @@ fn consumer_on_kafka_2_0_protocol() {
 #[test]
 #[ignore]
 fn consumer_throughput() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 3);
     let total: usize = std::env::var("CONSUMER_BENCH_RECORDS")
         .ok()

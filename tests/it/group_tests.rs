@@ -1,8 +1,8 @@
 //! Group membership against a real broker: static restarts, eviction, fencing, dynamic joins.
 
-use crate::support::{broker, thread_names, unique_name, wait_for};
+use crate::support::{broker, create_topic, thread_names, unique_name, wait_for};
 use kafka_group::group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
-use kafka_group::{Admin, Client, ClientBuilder, Error, NewTopic};
+use kafka_group::{Admin, Client, ClientBuilder, Error};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,11 +30,7 @@ pub fn failover_client(bootstrap: &str) -> ClientBuilder {
 }
 
 pub fn topic_with_partitions(client: &Client, partitions: i32) -> String {
-    let topic = unique_name("grp-topic");
-    Admin::new(client)
-        .create_topics(&[NewTopic::new(&topic, partitions, 1)], Duration::from_secs(30))
-        .unwrap();
-    topic
+    create_topic(client, "grp-topic", partitions, 1)
 }
 
 /// What the test sees of a member running in its own thread.
@@ -112,6 +108,10 @@ impl Running {
         self.seen.lock().unwrap().clone()
     }
 
+    pub fn is_stable(&self) -> bool {
+        self.seen.lock().unwrap().state == Some(MemberState::Stable)
+    }
+
     /// Stops polling and hands the member back.
     pub fn stop(mut self) -> GroupMember {
         self.stop.store(true, Ordering::SeqCst);
@@ -147,8 +147,8 @@ pub fn static_member(client: &Client, group: &str, topic: &str, instance: &str) 
 }
 
 /// All members stable in one generation whose assignments cover `partitions` exactly once.
-pub fn converged(members: &[&Running], partitions: usize) -> bool {
-    let seen: Vec<Seen> = members.iter().map(|m| m.seen()).collect();
+pub fn converged<'a>(members: impl IntoIterator<Item = &'a Running>, partitions: usize) -> bool {
+    let seen: Vec<Seen> = members.into_iter().map(Running::seen).collect();
     let gen = seen[0].generation;
     let total: usize = seen.iter().map(|s| s.partitions.len()).sum();
     let union: BTreeSet<&TopicPartition> = seen.iter().flat_map(|s| s.partitions.iter()).collect();
@@ -158,23 +158,23 @@ pub fn converged(members: &[&Running], partitions: usize) -> bool {
         && union.len() == partitions
 }
 
-fn three_static(client: &Client, group: &str, topic: &str) -> Vec<Running> {
-    let ms: Vec<Running> = ["a", "b", "c"]
-        .iter()
-        .map(|i| Running::start(static_member(client, group, topic, i)))
-        .collect();
-    wait_for(
-        "three static members to converge",
-        Duration::from_secs(60),
-        || converged(&ms.iter().collect::<Vec<_>>(), 6),
-    );
+/// Starts `member("a")`, `member("b")` and `member("c")` and waits until they converge on
+/// 6 partitions.
+pub fn three_converged(member: impl Fn(&str) -> GroupMember) -> Vec<Running> {
+    let ms: Vec<Running> = ["a", "b", "c"].map(|i| Running::start(member(i))).into();
+    wait_for("three members to converge", Duration::from_secs(60), || {
+        converged(&ms, 6)
+    });
     ms
+}
+
+fn three_static(client: &Client, group: &str, topic: &str) -> Vec<Running> {
+    three_converged(|i| static_member(client, group, topic, i))
 }
 
 #[test]
 fn static_restart_within_session_timeout_does_not_rebalance() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 6);
     let group = unique_name("static-restart");
     let mut ms = three_static(&client, &group, &topic);
@@ -189,7 +189,7 @@ fn static_restart_within_session_timeout_does_not_rebalance() {
     wait_for(
         "the restarted member to be stable",
         Duration::from_secs(30),
-        || restarted.seen().state == Some(MemberState::Stable),
+        || restarted.is_stable(),
     );
     let r = restarted.seen();
     assert_eq!(
@@ -214,8 +214,7 @@ fn static_restart_within_session_timeout_does_not_rebalance() {
 
 #[test]
 fn static_restart_beyond_session_timeout_rebalances_and_converges() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 6);
     let group = unique_name("static-slow");
     let mut ms = three_static(&client, &group, &topic);
@@ -223,19 +222,18 @@ fn static_restart_beyond_session_timeout_rebalances_and_converges() {
     ms.remove(2).stop().close().unwrap();
     // The broker evicts "c" after the session timeout; the other two rebalance without it.
     wait_for("the survivors to rebalance without c", SESSION * 3, || {
-        converged(&[&ms[0], &ms[1]], 6) && ms[0].seen().generation > gen0
+        converged([&ms[0], &ms[1]], 6) && ms[0].seen().generation > gen0
     });
     assert!(ms[0].seen().revocations() >= 1);
     let c = Running::start(static_member(&client, &group, &topic, "c"));
     wait_for("all three to converge again", Duration::from_secs(60), || {
-        converged(&[&ms[0], &ms[1], &c], 6)
+        converged([&ms[0], &ms[1], &c], 6)
     });
 }
 
 #[test]
 fn duplicate_instance_id_fences_the_older_member_once() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 6);
     let group = unique_name("static-dup");
     let ms = three_static(&client, &group, &topic);
@@ -256,7 +254,7 @@ fn duplicate_instance_id_fences_the_older_member_once() {
         "{s:?}"
     );
     wait_for("the newer member to be stable", Duration::from_secs(20), || {
-        dup.seen().state == Some(MemberState::Stable)
+        dup.is_stable()
     });
     assert_eq!(
         dup.seen().partitions,
@@ -277,15 +275,14 @@ fn duplicate_instance_id_fences_the_older_member_once() {
 
 #[test]
 fn dynamic_members_join_with_member_id_required() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 4);
     let group = unique_name("dynamic");
     let build = || member_builder(&client, &group, &topic).build().unwrap();
     let m1 = Running::start(build());
     let m2 = Running::start(build());
     wait_for("two dynamic members to converge", Duration::from_secs(60), || {
-        converged(&[&m1, &m2], 4)
+        converged([&m1, &m2], 4)
     });
     // Closing a dynamic member sends LeaveGroup: the survivor takes everything at once,
     // long before the session timeout.
@@ -297,15 +294,14 @@ fn dynamic_members_join_with_member_id_required() {
     );
     member.close().unwrap();
     wait_for("the survivor to own all partitions", SESSION / 2, || {
-        converged(&[&m1], 4)
+        converged([&m1], 4)
     });
     eprintln!("survivor took over {:?} after LeaveGroup", left.elapsed());
 }
 
 #[test]
 fn a_member_that_stops_heartbeating_is_evicted() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 6);
     let group = unique_name("hung");
     let ms = three_static(&client, &group, &topic);
@@ -318,7 +314,7 @@ fn a_member_that_stops_heartbeating_is_evicted() {
     wait_for(
         "the others to take over the hung member's partitions",
         SESSION * 3,
-        || converged(&[&a, &b2], 6) && a.seen().generation > gen0,
+        || converged([&a, &b2], 6) && a.seen().generation > gen0,
     );
     let took = started.elapsed();
     assert!(
@@ -332,8 +328,7 @@ fn a_member_that_stops_heartbeating_is_evicted() {
 /// is, but still notices when a subscribed topic grows and rebalances then.
 #[test]
 fn restarted_static_leader_skips_assignment_but_watches_metadata() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 6);
     let group = unique_name("kip814");
     let leader_member = |instance: &str| {
@@ -345,15 +340,13 @@ fn restarted_static_leader_skips_assignment_but_watches_metadata() {
     };
     // "a" joins first and alone, so it leads.
     let a = Running::start(leader_member("a"));
-    wait_for("a to be stable", Duration::from_secs(30), || {
-        a.seen().state == Some(MemberState::Stable)
-    });
+    wait_for("a to be stable", Duration::from_secs(30), || a.is_stable());
     let others: Vec<Running> = ["b", "c"]
         .iter()
         .map(|i| Running::start(static_member(&client, &group, &topic, i)))
         .collect();
     wait_for("three members to converge", Duration::from_secs(60), || {
-        converged(&[&a, &others[0], &others[1]], 6)
+        converged([&a, &others[0], &others[1]], 6)
     });
     let before = a.seen();
     a.stop().close().unwrap();
@@ -361,7 +354,7 @@ fn restarted_static_leader_skips_assignment_but_watches_metadata() {
     wait_for(
         "the restarted leader to be stable",
         Duration::from_secs(30),
-        || a.seen().state == Some(MemberState::Stable),
+        || a.is_stable(),
     );
     let after = a.seen();
     assert_eq!(
@@ -384,7 +377,7 @@ fn restarted_static_leader_skips_assignment_but_watches_metadata() {
     wait_for(
         "the group to rebalance onto 9 partitions",
         Duration::from_secs(30),
-        || converged(&[&a, &others[0], &others[1]], 9),
+        || converged([&a, &others[0], &others[1]], 9),
     );
     assert!(a.seen().generation > before.generation);
 }
@@ -395,26 +388,15 @@ fn restarted_static_leader_skips_assignment_but_watches_metadata() {
 fn coordinator_failover_keeps_a_static_group() {
     let cluster = broker::Cluster::start(3, broker::version_under_test());
     let client = failover_client(cluster.bootstrap()).build().unwrap();
-    let topic = unique_name("failover-topic");
-    Admin::new(&client)
-        .create_topics(&[NewTopic::new(&topic, 6, 3)], Duration::from_secs(60))
-        .unwrap();
+    let topic = create_topic(&client, "failover-topic", 6, 3);
     let group = unique_name("failover");
-    let member = |i: &str| {
+    let ms = three_converged(|i| {
         member_builder(&client, &group, &topic)
             .group_instance_id(i)
             // Long enough to ride out the broker's own failure detection (6 s in scripts/kafka).
             .session_timeout(Duration::from_secs(20))
             .build()
             .unwrap()
-    };
-    let ms: Vec<Running> = ["a", "b", "c"]
-        .iter()
-        .map(|i| Running::start(member(i)))
-        .collect();
-    let refs: Vec<&Running> = ms.iter().collect();
-    wait_for("three members to converge", Duration::from_secs(60), || {
-        converged(&refs, 6)
     });
     let before: Vec<Seen> = ms.iter().map(Running::seen).collect();
     let coordinator = client.find_coordinator(&group).unwrap();
@@ -456,8 +438,7 @@ fn coordinator_failover_keeps_a_static_group() {
 
 #[test]
 fn close_leaves_no_thread_behind() {
-    let b = broker::shared();
-    let client = client(b.bootstrap());
+    let client = client(broker::shared().bootstrap());
     let topic = topic_with_partitions(&client, 1);
     let group = format!("thr{}", std::process::id() % 100_000);
     let mut m = static_member(&client, &group, &topic, "t");
@@ -598,13 +579,13 @@ mod through_the_proxy {
         let a = Running::start(static_member(&c, &group, &topic, "direct"));
         let b = Running::start(static_member(&via_proxy, &group, &topic, "proxied"));
         wait_for("two members to converge", Duration::from_secs(60), || {
-            converged(&[&a, &b], 4)
+            converged([&a, &b], 4)
         });
         let gen = a.seen().generation;
         p.blackhole(true);
         let started = Instant::now();
         wait_for("the direct member to own everything", SESSION * 3, || {
-            converged(&[&a], 4) && a.seen().generation > gen
+            converged([&a], 4) && a.seen().generation > gen
         });
         assert!(
             started.elapsed() >= SESSION / 2,

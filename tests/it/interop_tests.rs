@@ -275,7 +275,7 @@ fn mixed_group(
         Leader::Ours => {
             let ours = start_ours();
             wait_for("our two members to converge", SETTLE, || {
-                converged(&ours.iter().collect::<Vec<_>>(), PARTITIONS as usize)
+                converged(&ours, PARTITIONS as usize)
             });
             // Only now, so that the first of ours to join stays the leader.
             let ours_gen = ours[0].seen().generation;

@@ -3,13 +3,14 @@
 //! (seeded, so a failure replays): within the session timeout, beyond it, and by starting a
 //! duplicate of a running instance id, which must fence the older process.
 
-use crate::group_tests::{client, topic_with_partitions, HEARTBEAT};
+use crate::consumer_tests::builder;
+use crate::group_tests::{client, topic_with_partitions};
 use crate::support::{broker, unique_name, wait_for};
 use kafka_group::producer::{key_partition, ProducerRecord};
 use kafka_group::protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_group::protocol::messages::OffsetFetchRequest;
 use kafka_group::protocol::ApiKey;
-use kafka_group::{Client, Consumer, Error, KafkaCode, OffsetReset};
+use kafka_group::{Client, Consumer, Error, KafkaCode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,18 +80,10 @@ struct Slot {
 impl Slot {
     fn start(ctx: &Ctx, instance: &str) -> Slot {
         let incarnation = ctx.incarnations.fetch_add(1, Ordering::SeqCst);
-        let consumer = ctx
-            .client
-            .consumer(&ctx.group)
-            .subscribe([ctx.topic.as_str()])
+        let consumer = builder(&ctx.client, &ctx.group, &ctx.topic)
             .group_instance_id(instance)
             .session_timeout(SESSION)
-            .heartbeat_interval(HEARTBEAT)
-            .max_poll_interval(Duration::from_secs(20))
             .max_poll_records(MAX_POLL_RECORDS)
-            .auto_offset_reset(OffsetReset::Earliest)
-            .enable_auto_commit(false)
-            .fetch_max_wait(Duration::from_millis(100))
             .build()
             .unwrap();
         let stop = Arc::new(AtomicU8::new(RUN));

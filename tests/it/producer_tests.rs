@@ -5,19 +5,17 @@
 
 use crate::support::broker;
 use crate::support::proxy::{self, Proxy};
-use crate::support::unique_name;
+use crate::support::{create_topic, unique_name};
 use bytes::Bytes;
 use kafka_group::producer::{key_partition, Acks, ProducerRecord};
 use kafka_group::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_group::protocol::messages::{FetchRequest, FetchResponse};
 use kafka_group::protocol::ApiKey;
 use kafka_group::records::{self, Compression, Record};
-use kafka_group::{Admin, Client, Error, KafkaCode, NewTopic};
+use kafka_group::{Client, Error, KafkaCode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A client that fetches by topic name: Fetch v13+ names topics by id, which these checks have
 /// no use for.
@@ -31,11 +29,7 @@ fn client(bootstrap: &str) -> Client {
 }
 
 fn topic(client: &Client, partitions: i32, replication: i16) -> String {
-    let name = unique_name("prod");
-    Admin::new(client)
-        .create_topics(&[NewTopic::new(&name, partitions, replication)], TIMEOUT)
-        .unwrap();
-    name
+    create_topic(client, "prod", partitions, replication)
 }
 
 /// Every record of `topic`-`partition` up to the high watermark, read with raw Fetch requests

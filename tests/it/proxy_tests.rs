@@ -10,13 +10,14 @@ use kafka_group::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
 };
 use kafka_group::protocol::ApiKey;
+use kafka_group::KafkaCode;
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-const UNSUPPORTED_VERSION: i16 = 35;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const UNSUPPORTED_VERSION: i16 = KafkaCode::UnsupportedVersion.code();
+const COORDINATOR_NOT_AVAILABLE: i16 = KafkaCode::CoordinatorNotAvailable.code();
 
 /// The highest ApiVersions version a client would send to `release` after negotiation.
 fn api_versions_version(release: &str) -> i16 {

@@ -11,10 +11,8 @@ use kafka_group::protocol::messages::produce_request::{PartitionProduceData, Top
 use kafka_group::protocol::messages::{FetchRequest, ProduceRequest};
 use kafka_group::protocol::{ApiKey, Uuid};
 use kafka_group::records::{self, Compression, DecodeLimits, Decoded, NewRecord};
-use kafka_group::{Admin, Client, KafkaCode, NewTopic};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
+use kafka_group::{Client, KafkaCode};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 fn client(bootstrap: &str) -> Client {
     Client::builder().bootstrap_servers(bootstrap).build().unwrap()
@@ -22,13 +20,10 @@ fn client(bootstrap: &str) -> Client {
 
 /// A new one-partition topic on the broker `admin` talks to: `(name, id, leader)`.
 fn topic(admin: &Client, prefix: &str) -> (String, Uuid, i32) {
-    let name = support::unique_name(prefix);
-    Admin::new(admin)
-        .create_topics(&[NewTopic::new(&name, 1, 1)], TIMEOUT)
-        .unwrap();
+    let name = support::create_topic(admin, prefix, 1, 1);
     let md = admin.refresh_metadata(Some(&[name.as_str()])).unwrap();
     let t = &md.topics[&name];
-    (name.clone(), t.id, t.partitions[0].leader)
+    (name, t.id, t.partitions[0].leader)
 }
 
 fn now_ms() -> i64 {

@@ -11,6 +11,7 @@ pub mod proxy;
 pub mod scripted;
 pub mod wire;
 
+use kafka_group::{Admin, Client, NewTopic};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +26,19 @@ pub fn unique_name(prefix: &str) -> String {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     format!("{prefix}-{}-{n}-{millis}", std::process::id())
+}
+
+/// Creates a topic named after `prefix` (see [`unique_name`]) through `client`; returns its name
+/// once every partition has a leader.
+pub fn create_topic(client: &Client, prefix: &str, partitions: i32, replication: i16) -> String {
+    let name = unique_name(prefix);
+    Admin::new(client)
+        .create_topics(
+            &[NewTopic::new(&name, partitions, replication)],
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    name
 }
 
 /// Sends the crate's log lines (`RUST_LOG=info`, `=debug` for the heartbeat log) to the test
