@@ -211,7 +211,7 @@ impl Admin {
         if topics.is_empty() {
             return Ok(());
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
         let accept = |code: KafkaCode| tolerate_existing && code == KafkaCode::TopicAlreadyExists;
         self.per_topic_to_controller(
@@ -247,7 +247,7 @@ impl Admin {
         if topics.is_empty() {
             return Ok(());
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let names: Vec<&str> = topics.iter().map(|t| t.0).collect();
         self.per_topic_to_controller(
             ApiKey::CreatePartitions,
@@ -287,7 +287,7 @@ impl Admin {
         if topics.is_empty() {
             return Ok(());
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         self.per_topic_to_controller(
             ApiKey::DeleteTopics,
             topics,
@@ -310,7 +310,7 @@ impl Admin {
     /// Lists the groups of every broker in the cluster (ListGroups to each, merged, sorted by
     /// group id).
     pub fn list_groups(&self) -> Result<Vec<ListedGroup>> {
-        let deadline = Instant::now() + self.api_timeout;
+        let deadline = crate::deadline::after(self.api_timeout);
         let meta = self.client.refresh_metadata(Some(&[]))?;
         let mut groups = BTreeMap::new();
         for &id in meta.brokers.keys() {
@@ -404,7 +404,7 @@ impl Admin {
         partitions: &[TopicPartition],
         spec: OffsetSpec,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        let deadline = Instant::now() + self.api_timeout;
+        let deadline = crate::deadline::after(self.api_timeout);
         let mut left: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
         let mut found = BTreeMap::new();
         let topics: BTreeSet<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
@@ -420,13 +420,17 @@ impl Admin {
             if left.is_empty() {
                 break;
             }
-            let left_time = time_left(deadline, || {
-                format!(
-                    "ListOffsets for {} partitions ({})",
-                    left.len(),
-                    problem.as_deref().unwrap_or("no answer")
-                )
-            })?;
+            let left_time = time_left(
+                deadline,
+                || {
+                    format!(
+                        "ListOffsets for {} partitions ({})",
+                        left.len(),
+                        problem.as_deref().unwrap_or("no answer")
+                    )
+                },
+                None,
+            )?;
             log::debug!("ListOffsets: {problem:?}; retrying");
             std::thread::sleep(self.client.retry_backoff().min(left_time));
         }
@@ -585,7 +589,7 @@ impl Admin {
     /// Runs `call` against the coordinator of `group`, finding it again while the group is
     /// moving or loading, until `default.api.timeout.ms`.
     fn with_coordinator<T>(&self, group: &str, mut call: impl FnMut(&Broker) -> Result<T>) -> Result<T> {
-        let deadline = Instant::now() + self.api_timeout;
+        let deadline = crate::deadline::after(self.api_timeout);
         self.client
             .retry_coordinator_errors(deadline, &format!("group {group}"), || {
                 let coordinator = self.client.find_coordinator(group)?;
@@ -642,9 +646,11 @@ impl Admin {
                 }
             }
             if !retry.is_empty() {
-                let left = time_left(deadline, || {
-                    format!("{}({}): the controller kept moving", api.name(), retry.join(","))
-                })?;
+                let left = time_left(
+                    deadline,
+                    || format!("{}({}): the controller kept moving", api.name(), retry.join(",")),
+                    None,
+                )?;
                 log::debug!("{}: NOT_CONTROLLER for {retry:?}; resending", api.name());
                 std::thread::sleep(self.client.retry_backoff().min(left));
             }
@@ -679,13 +685,17 @@ impl Admin {
                 Err(e) if e.is_unreachable() => Some(e),
                 Err(e) => return Err(e),
             };
-            let left = time_left(deadline, || {
-                let mut addr = format!("{what} ({})", topics.join(","));
-                if let Some(e) = last_error {
-                    addr.push_str(&format!("; last error: {e}"));
-                }
-                addr
-            })?;
+            let left = time_left(
+                deadline,
+                || {
+                    let mut addr = format!("{what} ({})", topics.join(","));
+                    if let Some(e) = last_error {
+                        addr.push_str(&format!("; last error: {e}"));
+                    }
+                    addr
+                },
+                None,
+            )?;
             std::thread::sleep(backoff.min(left));
             backoff = (backoff * 2).min(MAX_POLL_BACKOFF);
         }

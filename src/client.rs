@@ -5,7 +5,7 @@
 //! requests to the same broker queue (one in flight per connection). Long-lived users such as a
 //! member's heartbeat thread take a dedicated connection with [`Client::connect`] instead.
 
-use crate::error::{Error, Result, Timeout};
+use crate::error::{Error, Result};
 use crate::net::{BrokerVersions, Connection, ConnectionConfig};
 use crate::protocol::messages::metadata_request::MetadataRequestTopic;
 use crate::protocol::messages::{
@@ -460,7 +460,7 @@ impl Client {
                         .reconnect_backoff
                         .saturating_mul(1 << (slot.failures - 1).min(16))
                         .min(self.inner.reconnect_backoff_max);
-                    slot.retry_at = Some(Instant::now() + backoff);
+                    slot.retry_at = Some(crate::deadline::after(backoff));
                     log::debug!("connecting to {addr} failed ({e}); next try in {backoff:?}");
                     return Err(e);
                 }
@@ -505,7 +505,7 @@ impl Client {
     /// Finds the coordinator of consumer group `group`, retrying while the broker says the
     /// coordinator is not available or still loading, until `default.api.timeout.ms`.
     pub fn find_coordinator(&self, group: &str) -> Result<Broker> {
-        let deadline = Instant::now() + self.inner.api_timeout;
+        let deadline = crate::deadline::after(self.inner.api_timeout);
         self.retry_coordinator_errors(deadline, &format!("FindCoordinator({group})"), || {
             self.lookup_coordinator(group)
         })
@@ -523,8 +523,8 @@ impl Client {
         loop {
             match call() {
                 Err(e) if e.is_coordinator_transient() => {
-                    let left = time_left(deadline, || format!("{what}: {e}"))?;
                     log::debug!("{what}: {e}; retrying");
+                    let left = time_left(deadline, || what.to_string(), Some(e))?;
                     std::thread::sleep(self.inner.retry_backoff.min(left));
                 }
                 other => return other,
@@ -552,14 +552,16 @@ impl Client {
     }
 }
 
-/// What is left before `deadline`, or, once it has passed, the retries timeout naming `what`.
-pub(crate) fn time_left(deadline: Instant, what: impl FnOnce() -> String) -> Result<Duration> {
+/// What is left before `deadline`, or, once it has passed, the retries timeout naming `what`
+/// and keeping `last`, the error that was being retried.
+pub(crate) fn time_left(
+    deadline: Instant,
+    what: impl FnOnce() -> String,
+    last: Option<Error>,
+) -> Result<Duration> {
     let now = Instant::now();
     if now >= deadline {
-        return Err(Error::Timeout {
-            which: Timeout::Retries,
-            addr: what(),
-        });
+        return Err(Error::retries_timeout(what(), last));
     }
     Ok(deadline - now)
 }

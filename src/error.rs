@@ -80,8 +80,12 @@ pub enum Error {
     Timeout {
         /// Which one.
         which: Timeout,
-        /// The broker address, or the operation.
-        addr: String,
+        /// What timed out: a broker address for a socket timeout, the operation for
+        /// [`Timeout::Retries`] (e.g. `finding the coordinator of group billing`).
+        operation: String,
+        /// The last error the operation retried past before time ran out (e.g. the address and
+        /// `connection refused`), so the cause is never lost behind the timeout.
+        last: Option<Box<Error>>,
     },
     /// The broker answered with an error code.
     Kafka {
@@ -172,14 +176,18 @@ impl fmt::Display for Error {
         match self {
             Error::Config { property, problem } => write!(f, "invalid configuration `{property}`: {problem}"),
             Error::Io { addr, source } => write!(f, "I/O error talking to {addr}: {source}"),
-            Error::Timeout { which, addr } => {
+            Error::Timeout { which, operation, last } => {
                 let what = match which {
                     Timeout::Connect => "connect timeout",
                     Timeout::Response => "timed out waiting for a response",
                     Timeout::Write => "timed out writing a request",
                     Timeout::Retries => "retries ran out of time",
                 };
-                write!(f, "{what} ({addr})")
+                write!(f, "{what} ({operation})")?;
+                if let Some(last) = last {
+                    write!(f, "; last error: {last}")?;
+                }
+                Ok(())
             }
             Error::Kafka { api, code, message } => {
                 write!(f, "{} failed: {code}", api.name())?;
@@ -262,12 +270,32 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             Error::Encode { source, .. } => Some(source),
             Error::Decode { source, .. } => Some(source),
+            Error::Timeout { last: Some(last), .. } => Some(last.as_ref()),
             _ => None,
         }
     }
 }
 
 impl Error {
+    /// A [`Timeout::Retries`] error for `operation`, keeping `last`, the error the retries
+    /// were trying to get past. A `last` that is itself a retries timeout is unwrapped, so the
+    /// chain names the real cause once rather than nesting timeouts.
+    pub(crate) fn retries_timeout(operation: impl Into<String>, last: Option<Error>) -> Error {
+        let last = last.map(|e| match e {
+            Error::Timeout {
+                which: Timeout::Retries,
+                last: Some(inner),
+                ..
+            } => inner,
+            e => Box::new(e),
+        });
+        Error::Timeout {
+            which: Timeout::Retries,
+            operation: operation.into(),
+            last,
+        }
+    }
+
     /// The Kafka error code, for broker errors.
     pub fn kafka_code(&self) -> Option<KafkaCode> {
         match self {

@@ -68,6 +68,7 @@ mod admin;
 mod client;
 mod code;
 mod consumer;
+mod deadline;
 mod error;
 pub mod group;
 pub mod net;

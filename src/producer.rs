@@ -37,7 +37,7 @@
 //! ```
 
 use crate::client::{Client, Metadata, TopicMetadata};
-use crate::error::{Error, Result, Timeout};
+use crate::error::{Error, Result};
 use crate::group::TopicPartition;
 use crate::net::versions::{self, BrokerVersions, Capability};
 use crate::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -1037,7 +1037,7 @@ impl Producer {
 
     /// Fetches a topic's metadata, waiting up to `max.block.ms` for it to exist with leaders.
     fn add_topic(&mut self, topic: &str) -> Result<()> {
-        let deadline = Instant::now() + self.config.max_block;
+        let deadline = crate::deadline::after(self.config.max_block);
         loop {
             let e = match self.client.refresh_metadata(Some(&[topic])) {
                 Ok(meta) => {
@@ -1114,15 +1114,15 @@ impl Producer {
                     .last_error
                     .map_or_else(|| "never acknowledged".to_string(), |e| e.to_string());
                 note_failure(
-                    Error::Timeout {
-                        which: Timeout::Retries,
-                        addr: format!(
+                    Error::retries_timeout(
+                        format!(
                             "Produce of {} record(s) to {tp}: delivery.timeout.ms ({} ms) passed after {} attempt(s); last error: {last}",
                             b.records.len(),
                             self.config.delivery_timeout.as_millis(),
                             b.attempts
                         ),
-                    },
+                        None,
+                    ),
                     &mut first,
                 );
             }
@@ -1231,18 +1231,18 @@ impl Producer {
                     let attempts = b.attempts;
                     let e = match error {
                         LastError::Code(code, message) => produce_error(tp, code, message),
-                        LastError::Other(m) => Error::Timeout {
-                            which: Timeout::Retries,
-                            addr: format!(
+                        LastError::Other(m) => Error::retries_timeout(
+                            format!(
                                 "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed); last error: {m}"
                             ),
-                        },
+                            None,
+                        ),
                     };
                     self.acc.pop(tp);
                     note_failure(e, first);
                     return false;
                 }
-                b.retry_at = Some(Instant::now() + backoff);
+                b.retry_at = Some(crate::deadline::after(backoff));
                 b.last_error = Some(error);
                 refresh
             }

@@ -19,7 +19,7 @@ pub use config::{IsolationLevel, OffsetReset};
 pub use record::{ConsumerRecord, Polled};
 
 use crate::client::{Client, Metadata};
-use crate::error::{Error, Result, Timeout};
+use crate::error::{Error, Result};
 use crate::group::action::{classify, GroupAction};
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
@@ -183,7 +183,7 @@ impl Consumer {
     /// Returns early with no records and a [`GroupEvent::Revoked`] when a rebalance starts;
     /// see the [`Consumer`] docs.
     pub fn poll(&mut self, timeout: Duration) -> Result<Polled> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let mut events = Vec::new();
         let mut wait = Duration::ZERO;
         loop {
@@ -531,7 +531,7 @@ impl Consumer {
         tps: &[TopicPartition],
         timestamp: i64,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        let deadline = Instant::now() + self.client.api_timeout();
+        let deadline = crate::deadline::after(self.client.api_timeout());
         let mut left: BTreeSet<TopicPartition> = tps.iter().cloned().collect();
         let mut found = BTreeMap::new();
         let mut force = false;
@@ -603,14 +603,14 @@ impl Consumer {
                 return Ok(found);
             }
             if Instant::now() >= deadline {
-                return Err(Error::Timeout {
-                    which: Timeout::Retries,
-                    addr: format!(
+                return Err(Error::retries_timeout(
+                    format!(
                         "ListOffsets for {} partitions ({})",
                         left.len(),
                         last_problem.unwrap_or_else(|| "no leader".into())
                     ),
-                });
+                    None,
+                ));
             }
             self.pause_until(deadline);
         }
@@ -633,7 +633,7 @@ impl Consumer {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, offsets::Committed>> {
-        let deadline = Instant::now() + self.client.api_timeout();
+        let deadline = crate::deadline::after(self.client.api_timeout());
         let group = self.member.group_id().to_string();
         // Under read_committed, wait for pending transactional offset commits to settle
         // (KIP-447), as Kafka's consumer does.
@@ -668,10 +668,10 @@ impl Consumer {
                 Err(e) => return Err(e),
             };
             if Instant::now() >= deadline {
-                return Err(Error::Timeout {
-                    which: Timeout::Retries,
-                    addr: format!("OffsetFetch for group {group}: {problem}"),
-                });
+                return Err(Error::retries_timeout(
+                    format!("OffsetFetch for group {group}"),
+                    Some(problem),
+                ));
             }
             log::debug!("{}: OffsetFetch: {problem}; retrying", self.ctx());
             self.pause_until(deadline);
@@ -715,7 +715,7 @@ impl Consumer {
         if pending.is_empty() {
             return Ok(());
         }
-        let deadline = Instant::now() + self.client.api_timeout();
+        let deadline = crate::deadline::after(self.client.api_timeout());
         let group = self.member.group_id().to_string();
         let instance = self
             .member

@@ -14,7 +14,7 @@ use super::heartbeat::{Command, Event, HeartbeatHandle};
 use super::metrics::{MemberMetrics, Metrics};
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::client::{Broker, Client};
-use crate::error::{Error, Result, Timeout};
+use crate::error::{Error, Result};
 use crate::net::{Connection, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
 use crate::protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use crate::protocol::messages::leave_group_request::MemberIdentity;
@@ -359,7 +359,7 @@ impl GroupMember {
     /// Blocks until the member has an assignment, a fatal error occurs, or `timeout` passes.
     pub fn join(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let mut events = Vec::new();
         if let Some(reset) = self.rejoin.take() {
             self.transition(Transition::RejoinNeeded {
@@ -373,10 +373,10 @@ impl GroupMember {
         let started = Instant::now();
         loop {
             if Instant::now() >= deadline {
-                return Err(Error::Timeout {
-                    which: Timeout::Retries,
-                    addr: format!("joining group {}", self.config.group_id),
-                });
+                return Err(Error::retries_timeout(
+                    format!("joining group {}", self.config.group_id),
+                    None,
+                ));
             }
             if let Some(moved) = self.ensure_coordinator(deadline)? {
                 events.push(moved);
@@ -505,7 +505,7 @@ impl GroupMember {
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
         let mut events = Vec::new();
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         loop {
             while let Ok(e) = self.heartbeat.events.try_recv() {
                 self.on_event(e, &mut events)?;
@@ -642,7 +642,9 @@ impl GroupMember {
     /// the step before a request outside of joining.
     fn ensure_connected(&mut self) -> Result<()> {
         if self.conn.is_none() {
-            self.ensure_coordinator(Instant::now() + self.client.connection_config().request_timeout)?;
+            self.ensure_coordinator(crate::deadline::after(
+                self.client.connection_config().request_timeout,
+            ))?;
         }
         Ok(())
     }
@@ -652,10 +654,10 @@ impl GroupMember {
         let mut moved = None;
         while self.conn.is_none() {
             if Instant::now() >= deadline {
-                return Err(Error::Timeout {
-                    which: Timeout::Retries,
-                    addr: format!("finding the coordinator of group {}", self.config.group_id),
-                });
+                return Err(Error::retries_timeout(
+                    format!("finding the coordinator of group {}", self.config.group_id),
+                    None,
+                ));
             }
             let found = self
                 .client

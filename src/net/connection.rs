@@ -102,7 +102,8 @@ impl Connection {
                 Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
                     last = Error::Timeout {
                         which: Timeout::Connect,
-                        addr: format!("{addr} ({peer})"),
+                        operation: format!("{addr} ({peer})"),
+                        last: None,
                     }
                 }
                 Err(source) => {
@@ -280,7 +281,8 @@ impl Connection {
         match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout {
                 which,
-                addr: self.addr.clone(),
+                operation: self.addr.clone(),
+                last: None,
             },
             _ => Error::Io {
                 addr: self.addr.clone(),
@@ -290,7 +292,7 @@ impl Connection {
     }
 
     fn read_frame(&mut self, timeout: Duration) -> Result<Bytes> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let mut size = [0u8; 4];
         self.read_exact_until(&mut size, deadline)?;
         let size = i32::from_be_bytes(size) as i64;

@@ -63,7 +63,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
     }
     let mut consumer = builder.build()?;
     let input_closed = watch_stdin();
-    let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs(s));
+    let deadline = args.duration.map(|s| {
+        Instant::now()
+            .checked_add(Duration::from_secs(s))
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(u32::MAX as u64))
+    });
     let mut printed: u64 = 0;
     loop {
         if input_closed.load(Ordering::SeqCst) {
