@@ -211,7 +211,7 @@ fn consume(mut c: Consumer, id: &str, view: &Mutex<View>, stop: &AtomicBool, tal
             let mut v = lock(view);
             for e in &polled.events {
                 match e {
-                    GroupEvent::Revoked { .. } => {
+                    GroupEvent::Revoked { .. } | GroupEvent::Lost { .. } => {
                         v.owned = None;
                         v.changes.push((now, Change::Revoked));
                     }

@@ -61,6 +61,14 @@ impl ConsumerBuilder {
         self
     }
 
+    /// The bound on [`Consumer::close`](super::Consumer::close) and drop: the final
+    /// auto-commit, stopping the heartbeat thread and, for a dynamic member, LeaveGroup (Java's
+    /// `close(Duration)`). Default 30 s.
+    pub fn close_timeout(mut self, t: Duration) -> Self {
+        self.member = self.member.close_timeout(t);
+        self
+    }
+
     /// `max.poll.interval.ms`, sent as the rebalance timeout: how long the group waits for this
     /// consumer to rejoin (poll again) after a rebalance starts. Default 300 s.
     pub fn max_poll_interval(mut self, t: Duration) -> Self {

@@ -28,7 +28,11 @@ use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The least a fetch (connect, or answer beyond the broker's max_wait) is given however little is
+/// left of the poll: below it a short poll against a healthy broker would cut its own fetches off.
+const MIN_FETCH_WAIT: Duration = Duration::from_secs(1);
 
 /// The highest Fetch version that names topics instead of identifying them by id.
 const LAST_VERSION_WITH_NAMES: i16 = 12;
@@ -362,18 +366,29 @@ impl Fetcher {
         leader: &Broker,
         targets: &[FetchTarget],
         settings: &FetchSettings,
+        deadline: Instant,
     ) -> Result<(i16, FetchResponse)> {
+        // A poll must return within about its timeout: connecting and waiting past `deadline`
+        // (beyond the broker's own max_wait) would hold it up to a request timeout, e.g. behind
+        // a leader that stopped answering. What is cut off is fetched again at the next poll.
+        let within = client
+            .connection_config()
+            .request_timeout
+            .min(crate::deadline::left(deadline).max(MIN_FETCH_WAIT));
         let conn = match self.conns.entry(leader.id) {
             Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(client.connect(leader)?),
+            Entry::Vacant(e) => e.insert(Connection::connect_by(
+                &leader.addr(),
+                client.connection_config(),
+                crate::deadline::after(within),
+            )?),
         };
         let negotiated = conn.version(ApiKey::Fetch)?;
         let broker = conn.broker_versions().get(&ApiKey::Fetch.key()).copied();
         let version = fetch_version(negotiated, targets, settings.isolation, broker)?;
         let req = fetch_request(version, targets, settings);
         // The broker may hold the request for max_wait before answering.
-        let wait = client.connection_config().request_timeout
-            + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0));
+        let wait = within + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0));
         let result = conn.send_at(&req, version, Some(wait));
         if conn.is_broken() {
             self.conns.remove(&leader.id);

@@ -19,7 +19,7 @@ pub use config::{IsolationLevel, OffsetReset};
 pub use record::{ConsumerRecord, Polled};
 
 use crate::client::{Client, Metadata};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Timeout};
 use crate::group::action::{classify, GroupAction};
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
@@ -188,7 +188,7 @@ impl Consumer {
         let mut wait = Duration::ZERO;
         loop {
             let group_events = self.member.poll(wait)?;
-            let revoked = self.on_group_events(&group_events);
+            let revoked = self.on_group_events(&group_events, deadline);
             events.extend(group_events);
             if revoked {
                 return Ok(Polled {
@@ -196,12 +196,12 @@ impl Consumer {
                     events,
                 });
             }
-            self.maybe_auto_commit();
+            self.maybe_auto_commit(deadline);
             let records = self.drain();
             if !records.is_empty() {
                 return Ok(Polled { records, events });
             }
-            self.ensure_positions()?;
+            self.ensure_positions(deadline)?;
             let left = deadline.saturating_duration_since(Instant::now());
             if !self.positions.has_fetchable() {
                 if left.is_zero() {
@@ -226,12 +226,25 @@ impl Consumer {
     }
 
     /// Applies group events; true when the partitions were revoked and not yet reassigned.
-    fn on_group_events(&mut self, events: &[GroupEvent]) -> bool {
+    fn on_group_events(&mut self, events: &[GroupEvent], deadline: Instant) -> bool {
         for e in events {
             match e {
+                GroupEvent::Lost { partitions, .. } => {
+                    // Another member may own these now: nothing fetched for them is handed
+                    // out, and nothing is committed (the coordinator would reject it).
+                    log::warn!(
+                        "{}: {} partitions lost (session expired); their uncommitted records will be \
+                         delivered again, possibly to another member",
+                        self.ctx(),
+                        partitions.len()
+                    );
+                    self.buffer.clear();
+                    self.positions.revoke();
+                }
                 GroupEvent::Revoked { partitions, .. } => {
                     if self.config.enable_auto_commit && !self.positions.is_revoked() {
-                        if let Err(e) = self.commit() {
+                        let offsets = self.positions.uncommitted();
+                        if let Err(e) = self.commit_by(offsets, deadline) {
                             log::warn!(
                                 "{}: auto-commit before revoking {} partitions failed: {e}; records \
                                  since the last commit will be delivered again",
@@ -255,7 +268,7 @@ impl Consumer {
         self.positions.is_revoked()
     }
 
-    fn maybe_auto_commit(&mut self) {
+    fn maybe_auto_commit(&mut self, deadline: Instant) {
         if !self.config.enable_auto_commit
             || self.positions.is_revoked()
             || self.last_auto_commit.elapsed() < self.config.auto_commit_interval
@@ -263,7 +276,8 @@ impl Consumer {
             return;
         }
         self.last_auto_commit = Instant::now();
-        if let Err(e) = self.commit() {
+        let offsets = self.positions.uncommitted();
+        if let Err(e) = self.commit_by(offsets, deadline) {
             log::warn!(
                 "{}: auto-commit failed: {e}; records since the last commit may be delivered again",
                 self.ctx()
@@ -298,10 +312,24 @@ impl Consumer {
     }
 
     /// Gives every assigned partition a position: the committed offset, else the reset policy.
-    fn ensure_positions(&mut self) -> Result<()> {
+    /// Gives up at `deadline` with the positions still missing (the next poll goes on), but
+    /// returns errors retrying cannot fix.
+    fn ensure_positions(&mut self, deadline: Instant) -> Result<()> {
+        match self.ensure_positions_by(deadline) {
+            // Only transient failures are retried until a deadline: the positions come at a
+            // later poll.
+            Err(Error::Timeout {
+                which: Timeout::Retries,
+                ..
+            }) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn ensure_positions_by(&mut self, deadline: Instant) -> Result<()> {
         let awaiting = self.positions.awaiting_committed();
         if !awaiting.is_empty() {
-            let committed = self.fetch_committed(&awaiting)?;
+            let committed = self.fetch_committed(&awaiting, deadline)?;
             for tp in &awaiting {
                 let c = committed.get(tp).copied().flatten();
                 self.positions.apply_committed(tp, c);
@@ -337,7 +365,7 @@ impl Consumer {
             });
         };
         let tps: Vec<TopicPartition> = resets.iter().map(|(tp, _)| tp.clone()).collect();
-        let found = self.list_offsets(&tps, timestamp)?;
+        let found = self.list_offsets(&tps, timestamp, deadline)?;
         for (tp, reason) in resets {
             if let Some(&offset) = found.get(&tp) {
                 log::info!(
@@ -431,16 +459,20 @@ impl Consumer {
                 partition_max_bytes: self.config.max_partition_fetch_bytes,
                 isolation: self.config.isolation_level,
             };
-            let (version, resp) = match self.fetcher.fetch(&self.client, broker, &targets, &settings) {
-                Ok(r) => r,
-                Err(e) if transient(&e) => {
-                    log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
-                    self.fetcher.disconnect(leader);
-                    self.metadata_stale = true;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
+            let (version, resp) =
+                match self
+                    .fetcher
+                    .fetch(&self.client, broker, &targets, &settings, deadline)
+                {
+                    Ok(r) => r,
+                    Err(e) if transient(&e) => {
+                        log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
+                        self.fetcher.disconnect(leader);
+                        self.metadata_stale = true;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
             let parts = match fetcher::read_fetch_response(
                 version,
                 resp,
@@ -530,8 +562,8 @@ impl Consumer {
         &mut self,
         tps: &[TopicPartition],
         timestamp: i64,
+        deadline: Instant,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        let deadline = crate::deadline::after(self.client.api_timeout());
         let mut left: BTreeSet<TopicPartition> = tps.iter().cloned().collect();
         let mut found = BTreeMap::new();
         let mut force = false;
@@ -622,7 +654,7 @@ impl Consumer {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
-        let got = self.fetch_committed(partitions)?;
+        let got = self.fetch_committed(partitions, crate::deadline::after(self.client.api_timeout()))?;
         Ok(partitions
             .iter()
             .map(|tp| (tp.clone(), got.get(tp).copied().flatten().map(|(o, _)| o)))
@@ -632,8 +664,8 @@ impl Consumer {
     fn fetch_committed(
         &mut self,
         partitions: &[TopicPartition],
+        deadline: Instant,
     ) -> Result<BTreeMap<TopicPartition, offsets::Committed>> {
-        let deadline = crate::deadline::after(self.client.api_timeout());
         let group = self.member.group_id().to_string();
         // Under read_committed, wait for pending transactional offset commits to settle
         // (KIP-447), as Kafka's consumer does.
@@ -690,7 +722,7 @@ impl Consumer {
     /// records are delivered again.
     pub fn commit(&mut self) -> Result<()> {
         let offsets = self.positions.uncommitted();
-        self.commit_inner(offsets)
+        self.commit_by(offsets, crate::deadline::after(self.client.api_timeout()))
     }
 
     /// Commits the given offsets (the offset of the next record to read, as Kafka counts),
@@ -699,10 +731,15 @@ impl Consumer {
     pub fn commit_offsets(&mut self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
         // The leader epoch is known only for the position poll reached.
         let offsets = offsets.iter().map(|(tp, &o)| (tp.clone(), (o, None))).collect();
-        self.commit_inner(offsets)
+        self.commit_by(offsets, crate::deadline::after(self.client.api_timeout()))
     }
 
-    fn commit_inner(&mut self, offsets: BTreeMap<TopicPartition, (i64, Option<i32>)>) -> Result<()> {
+    /// Commits `offsets`, retrying what a retry can fix until `deadline` (at least one try).
+    fn commit_by(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, (i64, Option<i32>)>,
+        deadline: Instant,
+    ) -> Result<()> {
         let check = self.positions.check_commit(&offsets);
         for (tp, (offset, floor)) in &check.stale {
             log::warn!(
@@ -715,7 +752,6 @@ impl Consumer {
         if pending.is_empty() {
             return Ok(());
         }
-        let deadline = crate::deadline::after(self.client.api_timeout());
         let group = self.member.group_id().to_string();
         let instance = self
             .member
@@ -792,14 +828,17 @@ impl Consumer {
     /// partitions until its session times out, a dynamic one leaves the group. Returns the
     /// commit's error if it failed (the member is closed regardless).
     pub fn close(mut self) -> Result<()> {
+        // The final commit shares the member's close bound (`close_timeout`, default 30 s).
+        let deadline = crate::deadline::after(self.member.close_timeout());
         let committed = if self.config.enable_auto_commit && self.positions.assigned().next().is_some() {
-            self.commit()
+            let offsets = self.positions.uncommitted();
+            self.commit_by(offsets, deadline)
         } else {
             Ok(())
         };
         // The fetch connections have no part in leaving the group: close them first.
         self.fetcher.clear();
-        let closed = self.member.close();
+        let closed = self.member.close_by(deadline);
         committed.and(closed)
     }
 }

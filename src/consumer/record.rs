@@ -52,6 +52,15 @@ impl Polled {
         self.records.len()
     }
 
+    /// The partitions lost by this poll (the session expired; nothing can be committed for
+    /// them), if any.
+    pub fn lost(&self) -> Option<&[TopicPartition]> {
+        self.events.iter().rev().find_map(|e| match e {
+            GroupEvent::Lost { partitions, .. } => Some(partitions.as_slice()),
+            _ => None,
+        })
+    }
+
     /// The partitions revoked by this poll, if a rebalance started.
     pub fn revoked(&self) -> Option<&[TopicPartition]> {
         self.events.iter().rev().find_map(|e| match e {

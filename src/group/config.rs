@@ -43,6 +43,9 @@ pub struct MemberConfig {
     pub client_rack: Option<String>,
     /// What to do on brokers too old for static membership.
     pub old_broker_policy: OldBrokerPolicy,
+    /// `close.timeout.ms`-style bound on [`GroupMember::close`](super::GroupMember::close) and
+    /// drop (Java's consumer closes within 30 s by default).
+    pub close_timeout: Duration,
 }
 
 impl MemberConfig {
@@ -60,6 +63,7 @@ impl MemberConfig {
             topics: Vec::new(),
             client_rack: None,
             old_broker_policy: OldBrokerPolicy::Error,
+            close_timeout: Duration::from_secs(30),
         }
     }
 

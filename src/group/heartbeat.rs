@@ -10,12 +10,14 @@ use super::action::{classify, GroupAction};
 use super::metrics::Metrics;
 use super::state::Generation;
 use super::timer::HeartbeatTimer;
+use crate::client::lock;
 use crate::client::{Broker, Client};
-use crate::net::Connection;
+use crate::net::{Connection, Interrupter};
 use crate::protocol::messages::HeartbeatRequest;
 use crate::KafkaCode;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -57,11 +59,43 @@ pub(crate) enum Event {
     Fatal { generation: i32, code: KafkaCode },
 }
 
+/// How the member stops its thread at once, even in the middle of a request: a flag the thread
+/// checks between steps, and the socket of the request in flight, shut down from outside.
+#[derive(Debug, Default)]
+struct Stop {
+    requested: AtomicBool,
+    socket: Mutex<Option<Interrupter>>,
+}
+
+impl Stop {
+    fn requested(&self) -> bool {
+        self.requested.load(Ordering::Acquire)
+    }
+
+    /// Registers the socket a request is about to block on (`None` once it is dropped).
+    fn watch(&self, conn: Option<&Connection>) {
+        *lock(&self.socket) = conn.and_then(Connection::interrupter);
+        // A stop that came between the check and the registration still reaches the socket.
+        if self.requested() {
+            self.interrupt();
+        }
+    }
+
+    fn interrupt(&self) {
+        if let Some(s) = lock(&self.socket).as_ref() {
+            s.interrupt();
+        }
+    }
+}
+
 /// The member's end of the thread.
 #[derive(Debug)]
 pub(crate) struct HeartbeatHandle {
     commands: Sender<Command>,
     pub(crate) events: Receiver<Event>,
+    stop: Arc<Stop>,
+    /// Disconnected when the thread has ended (its sender is dropped on exit).
+    done: Receiver<()>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -76,7 +110,10 @@ impl HeartbeatHandle {
     ) -> std::io::Result<HeartbeatHandle> {
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+        let stop = Arc::new(Stop::default());
         let worker = Worker {
+            stop: stop.clone(),
             client,
             group: group.clone(),
             interval,
@@ -92,10 +129,15 @@ impl HeartbeatHandle {
             .name(format!("kafka-hb-{group}"))
             // Heartbeating needs little stack; a small one keeps many members per process cheap.
             .stack_size(256 * 1024)
-            .spawn(move || worker.run())?;
+            .spawn(move || {
+                let _done = done_tx;
+                worker.run()
+            })?;
         Ok(HeartbeatHandle {
             commands: cmd_tx,
             events: ev_rx,
+            stop,
+            done: done_rx,
             thread: Some(thread),
         })
     }
@@ -106,18 +148,32 @@ impl HeartbeatHandle {
         let _ = self.commands.send(c);
     }
 
-    /// Stops the thread and waits for it, so that no heartbeat is in flight afterwards.
-    pub(crate) fn shutdown(&mut self) {
+    /// Stops the thread and waits for it, at most `bound`. A heartbeat in flight is cut off by
+    /// shutting its socket down, so nothing the thread sent is still awaited afterwards. The one
+    /// step that cannot be interrupted is a TCP connect (bounded by the connect timeout): if the
+    /// thread is still in one at `bound`, it is left to end by itself, and it sends nothing
+    /// more once the connect returns.
+    pub(crate) fn shutdown(&mut self, bound: Duration) {
+        self.stop.requested.store(true, Ordering::Release);
         self.send(Command::Shutdown);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        self.stop.interrupt();
+        let Some(t) = self.thread.take() else { return };
+        match self.done.recv_timeout(bound) {
+            Err(RecvTimeoutError::Timeout) => {
+                log::debug!("heartbeat thread still connecting after {bound:?}; not waiting for it")
+            }
+            _ => {
+                let _ = t.join();
+            }
         }
     }
 }
 
 impl Drop for HeartbeatHandle {
     fn drop(&mut self) {
-        self.shutdown();
+        // The member's close has normally shut the thread down already; this covers a member
+        // whose close could not run.
+        self.shutdown(Duration::from_secs(1));
     }
 }
 
@@ -135,6 +191,7 @@ struct Active {
 }
 
 struct Worker {
+    stop: Arc<Stop>,
     client: Client,
     group: String,
     interval: Duration,
@@ -150,6 +207,9 @@ struct Worker {
 impl Worker {
     fn run(mut self) {
         loop {
+            if self.stop.requested() {
+                return;
+            }
             let wait = match &self.active {
                 Some(a) if !self.frozen => a.timer.time_to_next(Instant::now()),
                 _ => Duration::from_secs(3600),
@@ -159,7 +219,7 @@ impl Worker {
                 Ok(c) => self.on_command(c),
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            if !self.frozen {
+            if !self.frozen && !self.stop.requested() {
                 self.tick();
             }
         }
@@ -236,7 +296,11 @@ impl Worker {
             return;
         }
         a.timer.on_sent(now);
-        let result = Self::heartbeat(&self.client, a, self.session_timeout);
+        let result = Self::heartbeat(&self.client, a, &self.stop);
+        if self.stop.requested() {
+            // Whatever came back belongs to a member that is closing.
+            return;
+        }
         let done = Instant::now();
         let rtt = done - now;
         let gen_id = a.generation;
@@ -245,7 +309,8 @@ impl Worker {
             Ok(KafkaCode::None) => {
                 a.timer.on_success(done);
                 a.expired_reported = false;
-                self.metrics.heartbeat_ok(rtt);
+                // The broker saw the session alive no later than when the request left.
+                self.metrics.heartbeat_ok(rtt, now);
                 log::debug!("{ctx}: heartbeat ok in {rtt:?}");
             }
             Ok(code) => {
@@ -328,21 +393,28 @@ impl Worker {
         }
     }
 
-    fn heartbeat(client: &Client, a: &mut Active, session: Duration) -> crate::Result<KafkaCode> {
+    fn heartbeat(client: &Client, a: &mut Active, stop: &Stop) -> crate::Result<KafkaCode> {
+        // Waiting past the session's end for one answer (or a connection) is pointless: by
+        // then the broker has given up on us, and the timer must get to report the expiry.
+        let session_end = a.timer.session_deadline();
         if a.conn.is_none() {
-            a.conn = Some(client.connect(&a.coordinator)?);
+            let conn = Connection::connect_by(&a.coordinator.addr(), client.connection_config(), session_end);
+            a.conn = Some(conn?);
         }
+        stop.watch(a.conn.as_ref());
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
         let version = conn.version(crate::protocol::ApiKey::Heartbeat)?;
-        // Waiting longer than a session for one answer is pointless: by then the broker has
-        // given up on us anyway.
-        let timeout = client.connection_config().request_timeout.min(session);
-        let resp = conn.send_at(&a.request, version, Some(timeout))?;
-        Ok(KafkaCode::from_code(resp.error_code))
+        let timeout = crate::deadline::clamp(client.connection_config().request_timeout, session_end);
+        let resp = conn.send_at(&a.request, version, Some(timeout));
+        stop.watch(None);
+        Ok(KafkaCode::from_code(resp?.error_code))
     }
 
     /// One coordinator lookup; on success the thread heartbeats there and tells the member.
     fn rediscover(&mut self) {
+        if self.stop.requested() {
+            return;
+        }
         let Some(a) = self.active.as_mut() else { return };
         match self.client.lookup_coordinator(&self.group) {
             Ok(b) => {

@@ -15,13 +15,11 @@ use super::metrics::{MemberMetrics, Metrics};
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::client::{Broker, Client};
 use crate::error::{Error, Result};
-use crate::net::{Connection, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
+use crate::net::{Connection, Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
 use crate::protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use crate::protocol::messages::leave_group_request::MemberIdentity;
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use crate::protocol::messages::{
-    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, SyncGroupRequest, SyncGroupResponse,
-};
+use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, SyncGroupRequest};
 use crate::protocol::ApiKey;
 use crate::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,6 +52,15 @@ pub enum GroupEvent {
         /// member's first join (it cannot know what the group had). A static member that
         /// restarts within the session timeout gets the group's unchanged generation.
         rebalanced: Option<bool>,
+    },
+    /// Partitions given up without a chance to commit: the member's session expired (no
+    /// heartbeat was answered for `session.timeout.ms`), so the coordinator may already have
+    /// handed them to another member. Stop processing them; the member rejoins.
+    Lost {
+        /// The generation they belonged to.
+        generation: i32,
+        /// The partitions.
+        partitions: Vec<TopicPartition>,
     },
     /// The coordinator moved to another broker.
     CoordinatorMoved {
@@ -139,6 +146,15 @@ impl MemberBuilder {
         self
     }
 
+    /// How long [`GroupMember::close`] (and drop) may take at most: stopping the heartbeat
+    /// thread (a heartbeat in flight is cut off) and, for a dynamic member, sending LeaveGroup.
+    /// A static member's close sends nothing and is quick. Like the Java consumer's
+    /// `close(Duration)`; default 30 s, as there.
+    pub fn close_timeout(mut self, t: Duration) -> Self {
+        self.config.close_timeout = t;
+        self
+    }
+
     /// What to do on brokers older than 2.3, which lack static membership. Default
     /// [`OldBrokerPolicy::Error`].
     pub fn old_broker_policy(mut self, p: OldBrokerPolicy) -> Self {
@@ -178,6 +194,13 @@ impl MemberBuilder {
             leader_snapshot: None,
             last_metadata_check: Instant::now(),
             last_generation: None,
+            joining: Joining::Start,
+            join_started: None,
+            discovery_since: None,
+            last_join_error: None,
+            join_failures: 0,
+            last_join_warn: None,
+            undelivered: Vec::new(),
         })
     }
 }
@@ -233,6 +256,59 @@ pub struct GroupMember {
     leader_snapshot: Option<BTreeMap<String, i32>>,
     last_metadata_check: Instant,
     last_generation: Option<i32>,
+    /// The join in progress, kept across calls (see [`Joining`]).
+    joining: Joining,
+    /// When the current join sent its first JoinGroup (for the join-time metric).
+    join_started: Option<Instant>,
+    /// When coordinator lookups started failing in a row.
+    discovery_since: Option<Instant>,
+    /// The last error a join retried past, for the timeout a caller may get.
+    last_join_error: Option<Error>,
+    /// Join retries since the last warning, and when that was.
+    join_failures: u32,
+    last_join_warn: Option<Instant>,
+    /// Events of a join that returned an error, delivered by the next call.
+    undelivered: Vec<GroupEvent>,
+}
+
+/// Where a join stands between calls. A JoinGroup may be held by the coordinator for a whole
+/// rebalance; keeping it in flight here lets [`GroupMember::poll`] return within its timeout
+/// and take the join up again on the next call.
+#[derive(Debug, Default)]
+enum Joining {
+    /// Nothing in flight: the next step finds the coordinator and sends JoinGroup.
+    #[default]
+    Start,
+    /// JoinGroup sent at `started` (the first of this join, KIP-394's retry included).
+    AwaitingJoin {
+        pending: Pending<JoinGroupRequest>,
+        started: Instant,
+    },
+    /// JoinGroup answered; the leader computes the assignment, retrying its metadata lookups
+    /// until `until` (the rebalance timeout, which is how long the followers wait for it).
+    Assigning {
+        resp: JoinGroupResponse,
+        generation: Generation,
+        join_time: Duration,
+        until: Instant,
+    },
+    /// SyncGroup sent at `sent`.
+    AwaitingSync {
+        pending: Pending<SyncGroupRequest>,
+        generation: Generation,
+        join_time: Duration,
+        sent: Instant,
+    },
+}
+
+/// Repeated join failures (a closed port, a coordinator that keeps moving) are logged at warn at
+/// most this often; the ones in between at debug.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Errors after which the same request may work later: lost connections, moving coordinators,
+/// retriable broker codes.
+fn transient(e: &Error) -> bool {
+    e.is_coordinator_transient() || matches!(e, Error::Kafka { code, .. } if code.is_retriable())
 }
 
 impl GroupMember {
@@ -286,7 +362,8 @@ impl GroupMember {
         &self.config.topics
     }
 
-    /// Whether a rebalance is pending (the next [`poll`](Self::poll) will rejoin).
+    /// Whether a rebalance is pending or under way (the next [`poll`](Self::poll) rejoins, or
+    /// goes on with the join in flight).
     pub fn rejoin_pending(&self) -> bool {
         self.rejoin.is_some() || self.state.state() != MemberState::Stable
     }
@@ -357,114 +434,287 @@ impl GroupMember {
 
     /// Joins the group (or rejoins it when a rebalance is pending) and returns what changed.
     /// Blocks until the member has an assignment, a fatal error occurs, or `timeout` passes.
+    ///
+    /// On timeout the join is not abandoned: a JoinGroup or SyncGroup in flight stays in flight
+    /// and the next `join` or [`poll`](Self::poll) takes it up where it stopped. The
+    /// [`Error::Timeout`] returned keeps the last error the join retried past (e.g. the
+    /// coordinator's address and `connection refused`) as its `last`.
     pub fn join(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
         let deadline = crate::deadline::after(timeout);
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.undelivered);
+        self.begin_join(&mut events);
+        match self.drive_join(deadline, &mut events) {
+            Ok(true) => Ok(events),
+            Ok(false) => {
+                // Revocations and coordinator moves seen so far reach the caller next time.
+                self.undelivered = events;
+                Err(Error::retries_timeout(
+                    format!("joining group {}", self.config.group_id),
+                    self.last_join_error.take(),
+                ))
+            }
+            Err(e) => {
+                self.undelivered = events;
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a rejoin unless one is in flight: applies the pending rejoin request and gives up
+    /// the assignment (eager protocol: everything is given up before rejoining).
+    fn begin_join(&mut self, events: &mut Vec<GroupEvent>) {
+        if !matches!(self.joining, Joining::Start) {
+            return;
+        }
         if let Some(reset) = self.rejoin.take() {
             self.transition(Transition::RejoinNeeded {
                 reset_member_id: reset,
             });
         }
-        // Eager protocol: everything is given up before rejoining.
         if !self.assignment.is_empty() {
             events.push(self.revoke_all());
         }
-        let started = Instant::now();
+    }
+
+    /// Runs the join until the member has its assignment (`Ok(true)`) or `deadline` passes
+    /// (`Ok(false)`, the join's progress kept in `self.joining`). Every wait in here is bounded
+    /// by `deadline`; retriable failures are retried, never returned.
+    fn drive_join(&mut self, deadline: Instant, events: &mut Vec<GroupEvent>) -> Result<bool> {
         loop {
-            if Instant::now() >= deadline {
-                return Err(Error::retries_timeout(
-                    format!("joining group {}", self.config.group_id),
-                    None,
-                ));
-            }
-            if let Some(moved) = self.ensure_coordinator(deadline)? {
-                events.push(moved);
-            }
-            self.heartbeat.send(Command::Pause);
-            self.transition(Transition::JoinSent);
-            let resp = match self.send_join() {
-                Ok(r) => r,
-                Err(e) => {
-                    self.on_request_error(e, "JoinGroup")?;
-                    continue;
+            match std::mem::take(&mut self.joining) {
+                Joining::Start => {
+                    if let Some(moved) = self.ensure_coordinator(deadline)? {
+                        events.push(moved);
+                    }
+                    if self.conn.is_none() {
+                        return Ok(false);
+                    }
+                    self.heartbeat.send(Command::Pause);
+                    self.transition(Transition::JoinSent);
+                    let started = *self.join_started.get_or_insert_with(Instant::now);
+                    match self.send_join() {
+                        Ok(pending) => self.joining = Joining::AwaitingJoin { pending, started },
+                        Err(e) => self.on_request_error(e, "JoinGroup", deadline)?,
+                    }
                 }
-            };
-            let code = KafkaCode::from_code(resp.error_code);
-            if code == KafkaCode::MemberIdRequired {
-                // KIP-394: the coordinator handed out our member id; join again with it at once.
-                log::debug!(
-                    "{}: MEMBER_ID_REQUIRED, rejoining as {}",
-                    self.ctx(),
-                    resp.member_id
-                );
-                self.state.set_member_id(resp.member_id.into());
-                self.metrics.member_id_required();
-                continue;
+                Joining::AwaitingJoin { pending, started } => {
+                    let Some(conn) = self.conn.as_mut() else { continue };
+                    let resp = match conn.receive(&pending, crate::deadline::left(deadline)) {
+                        Ok(Some(resp)) => resp,
+                        Ok(None) => {
+                            self.joining = Joining::AwaitingJoin { pending, started };
+                            return Ok(false);
+                        }
+                        Err(e) => {
+                            self.on_request_error(e, "JoinGroup", deadline)?;
+                            continue;
+                        }
+                    };
+                    if let Some(next) = self.on_join_response(resp, started, deadline)? {
+                        self.joining = next;
+                    }
+                }
+                Joining::Assigning {
+                    resp,
+                    generation,
+                    join_time,
+                    until,
+                } => {
+                    let assignments = if resp.leader == resp.member_id {
+                        match self.lead(&resp) {
+                            Ok(a) => a,
+                            Err(e) if transient(&e) => {
+                                // The followers wait in SyncGroup for this assignment until the
+                                // rebalance timeout; a brief failure of the leader's metadata
+                                // lookup is retried within it, not returned from poll.
+                                if Instant::now() >= until {
+                                    log::warn!(
+                                        "{}: could not assign partitions within the rebalance timeout: {e}; joining again",
+                                        self.ctx()
+                                    );
+                                    self.last_join_error = Some(e);
+                                    continue;
+                                }
+                                self.note_join_error(e, "assigning partitions");
+                                self.joining = Joining::Assigning {
+                                    resp,
+                                    generation,
+                                    join_time,
+                                    until,
+                                };
+                                if !self.backoff(deadline) {
+                                    return Ok(false);
+                                }
+                                continue;
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    } else {
+                        Vec::new()
+                    };
+                    match self.send_sync(&generation, assignments) {
+                        Ok(pending) => {
+                            self.joining = Joining::AwaitingSync {
+                                pending,
+                                generation,
+                                join_time,
+                                sent: Instant::now(),
+                            }
+                        }
+                        Err(e) => self.on_request_error(e, "SyncGroup", deadline)?,
+                    }
+                }
+                Joining::AwaitingSync {
+                    pending,
+                    generation,
+                    join_time,
+                    sent,
+                } => {
+                    let Some(conn) = self.conn.as_mut() else { continue };
+                    let sync = match conn.receive(&pending, crate::deadline::left(deadline)) {
+                        Ok(Some(sync)) => sync,
+                        Ok(None) => {
+                            self.joining = Joining::AwaitingSync {
+                                pending,
+                                generation,
+                                join_time,
+                                sent,
+                            };
+                            return Ok(false);
+                        }
+                        Err(e) => {
+                            self.on_request_error(e, "SyncGroup", deadline)?;
+                            continue;
+                        }
+                    };
+                    let code = KafkaCode::from_code(sync.error_code);
+                    if !self.handle_group_code(code, "SyncGroup", deadline)? {
+                        continue;
+                    }
+                    let sync_time = sent.elapsed();
+                    let assignment =
+                        Assignment::decode(&sync.assignment).map_err(|source| Error::Decode {
+                            api: ApiKey::SyncGroup,
+                            source,
+                        })?;
+                    self.transition(Transition::Synced);
+                    self.heartbeat.send(Command::Stable(generation.id));
+                    self.metrics.session_proven(sent);
+                    let rebalanced = self.last_generation.map(|g| g != generation.id);
+                    self.metrics
+                        .joined(join_time, sync_time, rebalanced == Some(true));
+                    self.last_generation = Some(generation.id);
+                    self.join_started = None;
+                    self.last_join_error = None;
+                    log::info!("{}: assigned {} in {sync_time:?} (sync)", self.ctx(), assignment);
+                    events.push(GroupEvent::Assigned {
+                        generation: generation.id,
+                        partitions: assignment.topic_partitions(),
+                        rebalanced,
+                    });
+                    self.assignment = assignment;
+                    self.last_metadata_check = Instant::now();
+                    return Ok(true);
+                }
             }
-            if !self.handle_group_code(code, "JoinGroup")? {
-                continue;
-            }
-            let join_time = started.elapsed();
-            let generation = Generation {
-                id: resp.generation_id,
-                member_id: resp.member_id.clone().into(),
-                protocol: resp.protocol_name.clone().map(Into::into),
-            };
-            self.transition(Transition::Joined(generation.clone()));
-            let coordinator = self.coordinator.clone().ok_or(Error::Closed)?;
-            // Heartbeats start now, not after SyncGroup, so a slow leader cannot expire us.
-            self.heartbeat.send(Command::Start {
-                generation: generation.clone(),
-                coordinator,
-                instance_id: self.instance_id_to_send(),
-            });
-            let is_leader = resp.leader == resp.member_id;
-            log::info!(
-                "{}: joined in {join_time:?} ({} protocol {}, {} members{})",
+        }
+    }
+
+    /// Acts on a JoinGroup answer: the next step of the join, or `None` to start over.
+    fn on_join_response(
+        &mut self,
+        resp: JoinGroupResponse,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Option<Joining>> {
+        let code = KafkaCode::from_code(resp.error_code);
+        if code == KafkaCode::MemberIdRequired {
+            // KIP-394: the coordinator handed out our member id; join again with it at once.
+            log::debug!(
+                "{}: MEMBER_ID_REQUIRED, rejoining as {}",
                 self.ctx(),
-                if is_leader { "leader," } else { "follower," },
-                generation.protocol.as_deref().unwrap_or("?"),
-                resp.members.len(),
-                if resp.skip_assignment {
-                    ", skip_assignment"
-                } else {
-                    ""
-                }
+                resp.member_id
             );
-            let assignments = if is_leader { self.lead(&resp)? } else { Vec::new() };
-            let sync_started = Instant::now();
-            let sync = match self.send_sync(&generation, assignments) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.on_request_error(e, "SyncGroup")?;
-                    continue;
-                }
-            };
-            let code = KafkaCode::from_code(sync.error_code);
-            if !self.handle_group_code(code, "SyncGroup")? {
-                continue;
+            self.state.set_member_id(resp.member_id.into());
+            self.metrics.member_id_required();
+            return Ok(None);
+        }
+        if !self.handle_group_code(code, "JoinGroup", deadline)? {
+            return Ok(None);
+        }
+        let join_time = started.elapsed();
+        let generation = Generation {
+            id: resp.generation_id,
+            member_id: resp.member_id.clone().into(),
+            protocol: resp.protocol_name.clone().map(Into::into),
+        };
+        self.transition(Transition::Joined(generation.clone()));
+        let coordinator = self.coordinator.clone().ok_or(Error::Closed)?;
+        // Heartbeats start now, not after SyncGroup, so a slow leader cannot expire us.
+        self.heartbeat.send(Command::Start {
+            generation: generation.clone(),
+            coordinator,
+            instance_id: self.instance_id_to_send(),
+        });
+        let is_leader = resp.leader == resp.member_id;
+        log::info!(
+            "{}: joined in {join_time:?} ({} protocol {}, {} members{})",
+            self.ctx(),
+            if is_leader { "leader," } else { "follower," },
+            generation.protocol.as_deref().unwrap_or("?"),
+            resp.members.len(),
+            if resp.skip_assignment {
+                ", skip_assignment"
+            } else {
+                ""
             }
-            let sync_time = sync_started.elapsed();
-            let assignment = Assignment::decode(&sync.assignment).map_err(|source| Error::Decode {
-                api: ApiKey::SyncGroup,
-                source,
-            })?;
-            self.transition(Transition::Synced);
-            self.heartbeat.send(Command::Stable(generation.id));
-            let rebalanced = self.last_generation.map(|g| g != generation.id);
-            self.metrics
-                .joined(join_time, sync_time, rebalanced == Some(true));
-            self.last_generation = Some(generation.id);
-            log::info!("{}: assigned {} in {sync_time:?} (sync)", self.ctx(), assignment);
-            events.push(GroupEvent::Assigned {
-                generation: generation.id,
-                partitions: assignment.topic_partitions(),
-                rebalanced,
-            });
-            self.assignment = assignment;
-            self.last_metadata_check = Instant::now();
-            return Ok(events);
+        );
+        Ok(Some(Joining::Assigning {
+            resp,
+            generation,
+            join_time,
+            until: crate::deadline::after(self.config.rebalance_timeout),
+        }))
+    }
+
+    /// Remembers why the join had to retry, for the timeout a caller may finally get, and warns
+    /// about it at most once per [`WARN_EVERY`] (a member retrying every 100 ms against a
+    /// closed port would otherwise fill the log, or say nothing at all at debug level).
+    fn note_join_error(&mut self, e: Error, during: &str) {
+        let now = Instant::now();
+        self.join_failures += 1;
+        if self
+            .last_join_warn
+            .map_or(true, |t| now.duration_since(t) >= WARN_EVERY)
+        {
+            log::warn!(
+                "{}: {during}: {e} ({} failure(s) since the last warning); retrying",
+                self.ctx(),
+                self.join_failures
+            );
+            self.last_join_warn = Some(now);
+            self.join_failures = 0;
+        } else {
+            log::debug!("{}: {during}: {e}; retrying", self.ctx());
+        }
+        self.last_join_error = Some(e);
+    }
+
+    /// Sleeps `retry.backoff.ms`, or until `deadline` if that comes first; false if `deadline`
+    /// has passed.
+    fn backoff(&self, deadline: Instant) -> bool {
+        let left = crate::deadline::left(deadline);
+        std::thread::sleep(self.config.retry_backoff.min(left));
+        Instant::now() < deadline
+    }
+
+    /// Drops a JoinGroup or SyncGroup still in flight, with the connection it was sent on (its
+    /// answer would arrive where another request's is expected).
+    fn abandon_join(&mut self) {
+        if !matches!(self.joining, Joining::Start) {
+            self.joining = Joining::Start;
+            self.conn = None;
         }
     }
 
@@ -486,6 +736,18 @@ impl GroupMember {
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
         self.check_usable()?;
+        if !matches!(self.joining, Joining::Start) {
+            // The member's connection carries its JoinGroup or SyncGroup; the coordinator
+            // would reject a commit of this generation anyway while the group rebalances.
+            return Err(Error::Kafka {
+                api: R::API_KEY,
+                code: KafkaCode::RebalanceInProgress,
+                message: Some(format!(
+                    "group {} is rebalancing (this member is joining)",
+                    self.config.group_id
+                )),
+            });
+        }
         self.ensure_connected()?;
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(R::API_KEY)?;
@@ -498,18 +760,22 @@ impl GroupMember {
         result
     }
 
-    /// Handles what the heartbeat thread reported, rejoining if needed. Waits up to
-    /// `timeout` for something to happen when nothing is pending; a needed rejoin runs to
-    /// completion (bounded by the rebalance timeout) even past `timeout`, since a member that
-    /// stops halfway through a rebalance only makes it longer for everyone.
+    /// Handles what the heartbeat thread reported, rejoining if needed, and returns within
+    /// about `timeout` whatever the group is doing: a rejoin that does not finish in time goes
+    /// on at the next call (its JoinGroup or SyncGroup stays in flight), and failures a retry
+    /// can fix (a connection reset, a coordinator moving, a leader's metadata lookup failing)
+    /// are retried, not returned. If the coordinator stays unreachable for
+    /// `default.api.timeout.ms`, poll returns [`Error::Timeout`] naming the last cause; the
+    /// member stays usable and keeps trying on the next call.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.undelivered);
         let deadline = crate::deadline::after(timeout);
         loop {
             while let Ok(e) = self.heartbeat.events.try_recv() {
                 self.on_event(e, &mut events)?;
             }
+            self.check_session(&mut events);
             self.check_leader_metadata();
             if self.rejoin_pending() {
                 // Eager protocol: hand the revocation to the caller first, so it can commit
@@ -519,9 +785,11 @@ impl GroupMember {
                     events.push(self.revoke_all());
                     return Ok(events);
                 }
-                events.extend(
-                    self.join(self.config.rebalance_timeout + self.config.session_timeout + JOIN_MARGIN)?,
-                );
+                self.begin_join(&mut events);
+                if let Err(e) = self.drive_join(deadline, &mut events) {
+                    self.undelivered = events;
+                    return Err(e);
+                }
                 return Ok(events);
             }
             if !events.is_empty() {
@@ -531,6 +799,45 @@ impl GroupMember {
                 Ok(e) => self.on_event(e, &mut events)?,
                 Err(_) => return Ok(events),
             }
+        }
+    }
+
+    /// Gives the assignment up as lost once no request has proved the session alive for a
+    /// whole `session.timeout.ms`: by then the coordinator may have handed the partitions to
+    /// another member, so records of them must stop going to the application, and nothing can
+    /// be committed for them. The heartbeat thread may be stuck in a request at that moment;
+    /// this check does not depend on it.
+    fn check_session(&mut self, events: &mut Vec<GroupEvent>) {
+        if self.state.state() != MemberState::Stable || self.assignment.is_empty() {
+            return;
+        }
+        let Some(age) = self.metrics.session_age() else {
+            return;
+        };
+        if age < self.config.session_timeout {
+            return;
+        }
+        log::warn!(
+            "{}: no heartbeat answered for {age:?} (session.timeout.ms {:?}); the partitions may \
+             belong to another member now: giving them up and rejoining",
+            self.ctx(),
+            self.config.session_timeout
+        );
+        events.push(self.lose_all());
+        self.conn = None;
+        self.coordinator = None;
+        // The broker has dropped a dynamic member; a static one is recognised again by its
+        // instance id whatever member id it sends.
+        self.schedule_rejoin(!self.static_member);
+    }
+
+    fn lose_all(&mut self) -> GroupEvent {
+        let generation = self.state.generation().map_or(-1, |g| g.id);
+        let partitions = std::mem::take(&mut self.assignment).topic_partitions();
+        log::info!("{}: lost {} partitions", self.ctx(), partitions.len());
+        GroupEvent::Lost {
+            generation,
+            partitions,
         }
     }
 
@@ -556,6 +863,10 @@ impl GroupMember {
                     "{}: session expired on our side; rediscovering the coordinator and rejoining",
                     self.ctx()
                 );
+                if !self.assignment.is_empty() {
+                    events.push(self.lose_all());
+                }
+                self.abandon_join();
                 self.conn = None;
                 self.coordinator = None;
                 // The broker has dropped a dynamic member; a static one is recognised again by
@@ -576,13 +887,18 @@ impl GroupMember {
     }
 
     /// Returns `Ok(true)` to go on, `Ok(false)` to retry the join from the start, or the error.
-    fn handle_group_code(&mut self, code: KafkaCode, during: &'static str) -> Result<bool> {
+    fn handle_group_code(
+        &mut self,
+        code: KafkaCode,
+        during: &'static str,
+        deadline: Instant,
+    ) -> Result<bool> {
         match classify(code) {
             GroupAction::Proceed => Ok(true),
             GroupAction::Retry | GroupAction::Rejoin => {
                 log::info!("{}: {during} answered {code}; joining again", self.ctx());
                 if code != KafkaCode::RebalanceInProgress {
-                    std::thread::sleep(self.config.retry_backoff);
+                    self.backoff(deadline);
                 }
                 Ok(false)
             }
@@ -602,7 +918,7 @@ impl GroupMember {
                     self.ctx()
                 );
                 self.forget_coordinator();
-                std::thread::sleep(self.config.retry_backoff);
+                self.backoff(deadline);
                 Ok(false)
             }
             GroupAction::Fenced => Err(self.fence()),
@@ -614,14 +930,11 @@ impl GroupMember {
         }
     }
 
-    fn on_request_error(&mut self, e: Error, during: &str) -> Result<()> {
+    fn on_request_error(&mut self, e: Error, during: &str, deadline: Instant) -> Result<()> {
         if e.breaks_connection() {
-            log::info!(
-                "{}: {during} failed: {e}; looking for the coordinator again",
-                self.ctx()
-            );
+            self.note_join_error(e, &format!("{during} failed; looking for the coordinator again"));
             self.forget_coordinator();
-            std::thread::sleep(self.config.retry_backoff);
+            self.backoff(deadline);
             Ok(())
         } else {
             Err(e)
@@ -632,6 +945,7 @@ impl GroupMember {
     /// `COORDINATOR_NOT_AVAILABLE` on a request sent through
     /// [`coordinator_request`](Self::coordinator_request)), so the next request finds it again.
     pub(crate) fn forget_coordinator(&mut self) {
+        self.joining = Joining::Start;
         self.conn = None;
         if let Some(c) = self.coordinator.take() {
             self.client.disconnect(c.id);
@@ -646,28 +960,33 @@ impl GroupMember {
                 self.client.connection_config().request_timeout,
             ))?;
         }
+        if self.conn.is_none() {
+            return Err(Error::retries_timeout(
+                format!("finding the coordinator of group {}", self.config.group_id),
+                self.last_join_error.take(),
+            ));
+        }
         Ok(())
     }
 
-    /// Finds the coordinator and connects to it if needed; checks static membership support.
+    /// Finds the coordinator and connects to it if needed, until `deadline`; checks static
+    /// membership support. Returns with no connection when `deadline` passes first. Once
+    /// lookups have failed for `default.api.timeout.ms` in a row, returns the retries timeout
+    /// with the last cause (and starts counting again).
     fn ensure_coordinator(&mut self, deadline: Instant) -> Result<Option<GroupEvent>> {
         let mut moved = None;
+        // At least one lookup, even when `deadline` has passed (a poll with no time left).
         while self.conn.is_none() {
-            if Instant::now() >= deadline {
-                return Err(Error::retries_timeout(
-                    format!("finding the coordinator of group {}", self.config.group_id),
-                    None,
-                ));
-            }
-            let found = self
-                .client
-                .lookup_coordinator(&self.config.group_id)
-                .and_then(|b| {
-                    let c = self.client.connect(&b)?;
-                    Ok((b, c))
-                });
+            let since = *self.discovery_since.get_or_insert_with(Instant::now);
+            let group = self.config.group_id.clone();
+            let config = self.client.connection_config().clone();
+            let found = self.client.lookup_coordinator(&group).and_then(|b| {
+                let c = Connection::connect_by(&b.addr(), &config, deadline)?;
+                Ok((b, c))
+            });
             match found {
                 Ok((b, conn)) => {
+                    self.discovery_since = None;
                     self.check_static_support(&conn)?;
                     if self.coordinator.as_ref().is_some_and(|old| *old != b) {
                         moved = Some(GroupEvent::CoordinatorMoved {
@@ -679,8 +998,21 @@ impl GroupMember {
                     self.conn = Some(conn);
                 }
                 Err(e) if e.is_coordinator_transient() => {
-                    log::debug!("{}: coordinator lookup: {e}; retrying", self.ctx());
-                    std::thread::sleep(self.config.retry_backoff);
+                    self.note_join_error(e, "finding the coordinator");
+                    if since.elapsed() >= self.client.api_timeout() {
+                        self.discovery_since = None;
+                        return Err(Error::retries_timeout(
+                            format!(
+                                "finding the coordinator of group {} (default.api.timeout.ms {:?})",
+                                self.config.group_id,
+                                self.client.api_timeout()
+                            ),
+                            self.last_join_error.take(),
+                        ));
+                    }
+                    if !self.backoff(deadline) {
+                        return Ok(moved);
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -730,7 +1062,7 @@ impl GroupMember {
         }
     }
 
-    fn send_join(&mut self) -> Result<JoinGroupResponse> {
+    fn send_join(&mut self) -> Result<Pending<JoinGroupRequest>> {
         let metadata = self.subscription().encode();
         let req = JoinGroupRequest {
             group_id: (&self.config.group_id).into(),
@@ -759,14 +1091,14 @@ impl GroupMember {
             .version(ApiKey::JoinGroup)?;
         log::debug!("{}: JoinGroup v{version}", self.ctx());
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
-        conn.send_at(&req, version, Some(wait))
+        conn.send_pending(&req, version, Some(wait))
     }
 
     fn send_sync(
         &mut self,
         g: &Generation,
         assignments: Vec<SyncGroupRequestAssignment>,
-    ) -> Result<SyncGroupResponse> {
+    ) -> Result<Pending<SyncGroupRequest>> {
         let req = SyncGroupRequest {
             group_id: (&self.config.group_id).into(),
             generation_id: g.id,
@@ -781,7 +1113,7 @@ impl GroupMember {
         let wait = self.config.rebalance_timeout + JOIN_MARGIN;
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(ApiKey::SyncGroup)?;
-        conn.send_at(&req, version, Some(wait))
+        conn.send_pending(&req, version, Some(wait))
     }
 
     /// The leader's part: decode subscriptions, look up partition counts, run the assignor.
@@ -902,14 +1234,28 @@ impl GroupMember {
     pub fn leave_group(&mut self) -> Result<()> {
         self.check_usable()?;
         self.heartbeat.send(Command::Pause);
-        let result = self.send_leave();
+        self.abandon_join();
+        let deadline = crate::deadline::after(self.client.api_timeout());
+        let result = self.send_leave(deadline);
         self.assignment = Assignment::default();
         self.transition(Transition::Left);
         result
     }
 
-    fn send_leave(&mut self) -> Result<()> {
-        self.ensure_connected()?;
+    /// Sends LeaveGroup, giving up at `deadline`.
+    fn send_leave(&mut self, deadline: Instant) -> Result<()> {
+        if self.conn.is_none() {
+            let by = deadline.min(crate::deadline::after(
+                self.client.connection_config().request_timeout,
+            ));
+            self.ensure_coordinator(by)?;
+            if self.conn.is_none() {
+                return Err(Error::retries_timeout(
+                    format!("LeaveGroup for group {}", self.config.group_id),
+                    self.last_join_error.take(),
+                ));
+            }
+        }
         // After connecting: finding the coordinator decides whether we are still static.
         let instance = self.instance_id_to_send();
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
@@ -936,7 +1282,8 @@ impl GroupMember {
                 ..Default::default()
             }
         };
-        let resp = conn.send_at(&req, version, None)?;
+        let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
+        let resp = conn.send_at(&req, version, Some(timeout))?;
         let code = KafkaCode::from_code(resp.error_code);
         let member_code = resp
             .members
@@ -963,20 +1310,34 @@ impl GroupMember {
     /// so that its partitions move at once. The heartbeat thread is joined before this returns,
     /// so no request for this member is in flight afterwards.
     pub fn close(mut self) -> Result<()> {
-        self.close_inner()
+        self.close_inner(crate::deadline::after(self.config.close_timeout))
     }
 
-    fn close_inner(&mut self) -> Result<()> {
+    /// [`close`](Self::close), done by `deadline` (a consumer's close shares its bound with
+    /// its final commit).
+    pub(crate) fn close_by(mut self, deadline: Instant) -> Result<()> {
+        self.close_inner(deadline)
+    }
+
+    /// The configured close bound.
+    pub(crate) fn close_timeout(&self) -> Duration {
+        self.config.close_timeout
+    }
+
+    fn close_inner(&mut self, deadline: Instant) -> Result<()> {
         if matches!(self.state.state(), MemberState::Closed) {
             return Ok(());
         }
-        self.heartbeat.shutdown();
+        // `close_timeout` bounds everything here. A static member needs no network at all: it
+        // only stops its heartbeat thread, interrupting a heartbeat in flight.
+        self.heartbeat.shutdown(crate::deadline::left(deadline));
+        self.abandon_join();
         let joined = matches!(
             self.state.state(),
             MemberState::Joining | MemberState::AwaitingSync | MemberState::Stable
         );
         let result = if joined && !self.static_member && !self.state.member_id().is_empty() {
-            self.send_leave()
+            self.send_leave(deadline)
         } else {
             Ok(())
         };
@@ -1001,7 +1362,7 @@ impl GroupMember {
 
 impl Drop for GroupMember {
     fn drop(&mut self) {
-        if let Err(e) = self.close_inner() {
+        if let Err(e) = self.close_inner(crate::deadline::after(self.config.close_timeout)) {
             log::debug!("{}: close on drop: {e}", self.ctx());
         }
     }

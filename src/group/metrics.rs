@@ -36,6 +36,9 @@ pub struct MemberMetrics {
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     inner: Mutex<(MemberMetrics, Option<Instant>)>,
+    /// When a request last proved the session alive: the member's own check that its session
+    /// may have expired (the heartbeat thread can be stuck in a request at that moment).
+    proven: Mutex<Option<Instant>>,
 }
 
 impl Metrics {
@@ -54,12 +57,29 @@ impl Metrics {
         });
     }
 
-    pub(crate) fn heartbeat_ok(&self, rtt: Duration) {
+    /// A heartbeat sent at `sent` was answered without error after `rtt`.
+    pub(crate) fn heartbeat_ok(&self, rtt: Duration, sent: Instant) {
         self.with(|m, last| {
             m.last_heartbeat_rtt = Some(rtt);
             m.heartbeats += 1;
             *last = Some(Instant::now());
         });
+        self.session_proven(sent);
+    }
+
+    /// The coordinator saw this member's session alive at `at` (a request that proves it, such
+    /// as a heartbeat or a SyncGroup, was sent then and answered without error).
+    pub(crate) fn session_proven(&self, at: Instant) {
+        let mut proven = lock(&self.proven);
+        if !proven.is_some_and(|p| p >= at) {
+            *proven = Some(at);
+        }
+    }
+
+    /// Since when the session may have been dead on the broker's side, counted from the last
+    /// request that proved it alive; `None` before any.
+    pub(crate) fn session_age(&self) -> Option<Duration> {
+        lock(&self.proven).map(|p| p.elapsed())
     }
 
     pub(crate) fn member_id_required(&self) {

@@ -59,6 +59,34 @@ impl Default for ConnectionConfig {
     }
 }
 
+/// A request written by [`Connection::send_pending`] whose answer is still to be read.
+#[derive(Debug)]
+pub struct Pending<R> {
+    correlation_id: i32,
+    version: i16,
+    deadline: Instant,
+    request: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R> Pending<R> {
+    /// The version the request was sent at.
+    pub fn version(&self) -> i16 {
+        self.version
+    }
+}
+
+/// Shuts a connection's socket down from another thread; see [`Connection::interrupter`].
+#[derive(Debug)]
+pub struct Interrupter(TcpStream);
+
+impl Interrupter {
+    /// Shuts the socket down: a read or write blocked on it returns an error at once, and the
+    /// connection is unusable afterwards.
+    pub fn interrupt(&self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// The software name and version sent in ApiVersions v3+ (KIP-511); brokers expose them in
 /// metrics, so operators can see which clients talk to them.
 const SOFTWARE_NAME: &str = "kafka-group";
@@ -84,6 +112,13 @@ impl Connection {
     /// Connects to `addr` (`host:port`), trying each resolved address in turn, then runs the
     /// ApiVersions handshake.
     pub fn connect(addr: &str, config: &ConnectionConfig) -> Result<Connection> {
+        Self::connect_by(addr, config, crate::deadline::after(Duration::MAX))
+    }
+
+    /// [`connect`](Self::connect), giving up at `deadline`: the connect and the handshake each
+    /// wait at most their configured timeout or what is left, whichever is shorter. Later
+    /// requests on the connection use the configured timeouts as usual.
+    pub fn connect_by(addr: &str, config: &ConnectionConfig, deadline: Instant) -> Result<Connection> {
         let resolved: Vec<SocketAddr> = addr
             .to_socket_addrs()
             .map_err(|source| Error::Io {
@@ -93,10 +128,11 @@ impl Connection {
             .collect();
         let mut last = Error::NoBroker(format!("{addr} resolved to no address"));
         for peer in resolved {
-            match TcpStream::connect_timeout(&peer, config.connect_timeout) {
+            let connect_timeout = crate::deadline::clamp(config.connect_timeout, deadline);
+            match TcpStream::connect_timeout(&peer, connect_timeout) {
                 Ok(stream) => {
                     let mut conn = Connection::from_stream(stream, addr, peer, config)?;
-                    conn.handshake()?;
+                    conn.handshake(crate::deadline::clamp(config.request_timeout, deadline))?;
                     return Ok(conn);
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
@@ -195,6 +231,89 @@ impl Connection {
             .map_err(|source| self.decode_failed(api, source))
     }
 
+    /// Writes `req` at `version` and returns at once; the answer is collected with
+    /// [`receive`](Self::receive), possibly over several calls. This is how a JoinGroup, which
+    /// the coordinator may hold for a whole rebalance, stays in flight across bounded polls.
+    /// `timeout` (default `request.timeout.ms`) bounds the wait for the answer from now.
+    /// Nothing else may be sent on this connection until the answer is in.
+    pub fn send_pending<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Option<Duration>,
+    ) -> Result<Pending<R>> {
+        log::debug!("{} -> {} v{version} (pending)", self.addr, R::API_KEY.name());
+        let correlation_id = self.write_request(req, version)?;
+        Ok(Pending {
+            correlation_id,
+            version,
+            deadline: crate::deadline::after(timeout.unwrap_or(self.config.request_timeout)),
+            request: std::marker::PhantomData,
+        })
+    }
+
+    /// Waits up to `wait` for the answer to `pending`. `Ok(None)` when none has started to
+    /// arrive yet: the connection stays usable and the request in flight, so the caller can
+    /// come back later. Once the request's own deadline has passed, that is a response timeout
+    /// and the connection is closed, as for [`send_at`](Self::send_at).
+    pub fn receive<R: Request>(
+        &mut self,
+        pending: &Pending<R>,
+        wait: Duration,
+    ) -> Result<Option<R::Response>> {
+        if self.broken {
+            return Err(Error::Closed);
+        }
+        let until = crate::deadline::after(wait).min(pending.deadline);
+        if !self.wait_readable(until)? {
+            if Instant::now() >= pending.deadline {
+                return Err(self.fail_io(io::ErrorKind::TimedOut.into(), Timeout::Response));
+            }
+            return Ok(None);
+        }
+        // The answer has started to arrive: the rest of it follows at network speed, within
+        // what is left of the request's own timeout.
+        let api = R::API_KEY;
+        let header_version = R::response_header_version(pending.version);
+        let body = self.read_response(api, pending.correlation_id, header_version, pending.deadline)?;
+        <R::Response as Message>::decode(&mut Decoder::new(&body), pending.version)
+            .map(Some)
+            .map_err(|source| self.decode_failed(api, source))
+    }
+
+    /// Whether at least one byte can be read before `until`, without consuming it. Looks at
+    /// least once, even when `until` has passed, so that an answer already in is not missed.
+    fn wait_readable(&mut self, until: Instant) -> Result<bool> {
+        loop {
+            // A zero read timeout would mean "block forever" to the socket.
+            let left = crate::deadline::left(until).max(Duration::from_millis(1));
+            if let Err(e) = self.stream.set_read_timeout(Some(left)) {
+                return Err(self.fail_io(e, Timeout::Response));
+            }
+            match self.stream.peek(&mut [0u8; 1]) {
+                Ok(0) => {
+                    let e = io::Error::new(io::ErrorKind::UnexpectedEof, "broker closed the connection");
+                    return Err(self.fail_io(e, Timeout::Response));
+                }
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    if Instant::now() >= until {
+                        return Ok(false);
+                    }
+                }
+                Err(e) => return Err(self.fail_io(e, Timeout::Response)),
+            }
+        }
+    }
+
+    /// A handle that can shut this connection's socket down from another thread, making a
+    /// blocked read or write on it return at once (how a member's close interrupts its
+    /// heartbeat thread mid-request). `None` if the socket cannot be shared.
+    pub fn interrupter(&self) -> Option<Interrupter> {
+        self.stream.try_clone().ok().map(Interrupter)
+    }
+
     /// Sends `req` at `version` without waiting for a response, for the one request the broker
     /// never answers: Produce with `acks=0`. Waiting for a response there would sit out
     /// `request.timeout.ms` and then close a healthy connection.
@@ -247,11 +366,28 @@ impl Connection {
     /// Writes one request frame and reads its response, returning the response body (the frame
     /// after its header).
     fn exchange<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<Bytes> {
-        let api = R::API_KEY;
         let correlation_id = self.write_request(req, version)?;
-        let mut frame = self.read_frame(timeout.unwrap_or(self.config.request_timeout))?;
+        let deadline = crate::deadline::after(timeout.unwrap_or(self.config.request_timeout));
+        self.read_response(
+            R::API_KEY,
+            correlation_id,
+            R::response_header_version(version),
+            deadline,
+        )
+    }
+
+    /// Reads the response to request `correlation_id` of `api` (whose response header has
+    /// `header_version`) before `deadline` and returns its body.
+    fn read_response(
+        &mut self,
+        api: ApiKey,
+        correlation_id: i32,
+        header_version: i16,
+        deadline: Instant,
+    ) -> Result<Bytes> {
+        let mut frame = self.read_frame(deadline)?;
         let mut d = Decoder::new(&frame);
-        let header = ResponseHeader::decode(&mut d, R::response_header_version(version));
+        let header = ResponseHeader::decode(&mut d, header_version);
         let header_len = d.position();
         let header = header.map_err(|source| self.decode_failed(api, source))?;
         if header.correlation_id != correlation_id {
@@ -291,8 +427,7 @@ impl Connection {
         }
     }
 
-    fn read_frame(&mut self, timeout: Duration) -> Result<Bytes> {
-        let deadline = crate::deadline::after(timeout);
+    fn read_frame(&mut self, deadline: Instant) -> Result<Bytes> {
         let mut size = [0u8; 4];
         self.read_exact_until(&mut size, deadline)?;
         let size = i32::from_be_bytes(size) as i64;
@@ -354,7 +489,7 @@ impl Connection {
     }
 
     /// ApiVersions, starting at the highest version we have and stepping down per KIP-511.
-    fn handshake(&mut self) -> Result<()> {
+    fn handshake(&mut self, timeout: Duration) -> Result<()> {
         let api = ApiKey::ApiVersions;
         let mut version = versions::ours(api, self.config.version_cap(api)).max;
         loop {
@@ -363,7 +498,7 @@ impl Connection {
                 client_software_version: SOFTWARE_VERSION.into(),
                 ..Default::default()
             };
-            let body = self.exchange(&req, version, None)?;
+            let body = self.exchange(&req, version, Some(timeout))?;
             let mut d = Decoder::new(&body);
             // Every version starts with the error code; on UNSUPPORTED_VERSION the body is in
             // the v0 shape whatever version we sent.

@@ -4,5 +4,5 @@ pub mod connection;
 pub mod releases;
 pub mod versions;
 
-pub use connection::{Connection, ConnectionConfig};
+pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};
 pub use versions::{BrokerVersions, Capability, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};

@@ -11,7 +11,7 @@ use kafka_group::protocol::messages::produce_request::{PartitionProduceData, Top
 use kafka_group::protocol::messages::ProduceRequest;
 use kafka_group::protocol::ApiKey;
 use kafka_group::records::{self, Compression, NewRecord};
-use kafka_group::{Client, Consumer, ConsumerRecord, Error, KafkaCode, OffsetReset};
+use kafka_group::{Client, Consumer, ConsumerRecord, Error, KafkaCode, OffsetReset, Polled};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -117,6 +117,19 @@ pub fn consume(c: &mut Consumer, n: usize, timeout: Duration, commit: bool) -> V
         }
     }
     out
+}
+
+/// Polls (100 ms at a time: a join goes on across polls) until a poll assigns partitions or
+/// `timeout` passes; returns everything those polls brought.
+fn poll_until_assigned(c: &mut Consumer, timeout: Duration) -> Polled {
+    let deadline = Instant::now() + timeout;
+    let mut all = Polled::default();
+    while Instant::now() < deadline && all.assigned().is_none() {
+        let p = c.poll(Duration::from_millis(100)).unwrap();
+        all.records.extend(p.records);
+        all.events.extend(p.events);
+    }
+    all
 }
 
 /// Polls for `d` and returns whatever came.
@@ -454,9 +467,10 @@ fn commit_after_the_generation_ended_is_surfaced() {
         .max_poll_interval(Duration::from_secs(3))
         .build()
         .unwrap();
-    // b's first poll blocks in JoinGroup until the rebalance times `a` out.
+    // b's join waits in JoinGroup until the rebalance times `a` out; each poll returns within
+    // its timeout and the join goes on at the next one.
     let joined = std::thread::spawn(move || {
-        let polled = b2.poll(Duration::from_secs(1)).unwrap();
+        let polled = poll_until_assigned(&mut b2, Duration::from_secs(30));
         (b2, polled)
     });
     let (mut b2, polled) = joined.join().unwrap();
@@ -530,7 +544,7 @@ fn revocation_window_commit_succeeds() {
     let b2 = builder(&client, &group, &topic).build().unwrap();
     let joining = std::thread::spawn(move || {
         let mut b2 = b2;
-        let p = b2.poll(Duration::from_secs(1));
+        let p = poll_until_assigned(&mut b2, Duration::from_secs(20));
         (b2, p)
     });
     // `a` hears of the rebalance from its heartbeat and gets the revocation without records.
@@ -553,7 +567,8 @@ fn revocation_window_commit_succeeds() {
         got_assignment = a.poll(Duration::from_millis(100)).unwrap().assigned().is_some();
     }
     let (mut b2, first) = joining.join().unwrap();
-    let mut b_records = first.unwrap().records;
+    assert!(first.assigned().is_some(), "b never joined: {:?}", first.events);
+    let mut b_records = first.records;
     b_records.extend(drain_for(&mut b2, Duration::from_millis(800)));
     assert!(b_records.is_empty(), "nothing left to read: {b_records:?}");
     let tps = partitions(&topic, 2);

@@ -162,6 +162,10 @@ fn print_event(json: bool, event: &GroupEvent) {
             generation,
             partitions,
         } => ("Revoked", *generation, partitions),
+        GroupEvent::Lost {
+            generation,
+            partitions,
+        } => ("Lost", *generation, partitions),
         GroupEvent::CoordinatorMoved { coordinator } => {
             log::info!(
                 "coordinator moved to broker {} ({})",

@@ -238,6 +238,22 @@ impl Proxy {
         self.inner.faults_changed.notify_all();
     }
 
+    /// Resets the next `n` connections that carry a request of `api`, as the request arrives
+    /// (the request is not passed on): a deterministic brief failure of exactly that step.
+    pub fn reset_next(&self, api: ApiKey, n: usize) {
+        self.inner.lock_faults().reset_on.insert(api.key(), n);
+    }
+
+    /// How many of the resets asked for with [`Proxy::reset_next`] are still to come.
+    pub fn resets_pending(&self, api: ApiKey) -> usize {
+        self.inner
+            .lock_faults()
+            .reset_on
+            .get(&api.key())
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Client connections currently open, over all listeners.
     pub fn connections(&self) -> usize {
         self.inner.lock_conns().len()
@@ -272,6 +288,8 @@ impl Drop for Proxy {
 struct Faults {
     delay: Duration,
     blackhole: bool,
+    /// API key → how many more connections to reset when they carry a request of it.
+    reset_on: HashMap<i16, usize>,
 }
 
 #[derive(Default)]
@@ -469,6 +487,21 @@ impl Inner {
                 return;
             };
             let name = ApiKey::from_key(api_key).map_or("?", |k| k.name());
+            let reset = {
+                let mut faults = self.lock_faults();
+                match faults.reset_on.get_mut(&api_key) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        true
+                    }
+                    _ => false,
+                }
+            };
+            if reset {
+                log::info!("proxy: connection {}: resetting it on {name} as asked", conn.id);
+                conn.close(self);
+                return;
+            }
             if api_key == ApiKey::ApiVersions.key() {
                 let Some(frame) = self.answer_api_versions(version, correlation_id) else {
                     log::warn!(
