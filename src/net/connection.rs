@@ -84,6 +84,19 @@ impl Connection {
     /// Connects to `addr` (`host:port`), trying each resolved address in turn, then runs the
     /// ApiVersions handshake.
     pub fn connect(addr: &str, config: &ConnectionConfig) -> Result<Connection> {
+        Self::connect_within(addr, config, None)
+    }
+
+    /// [`connect`](Self::connect), with the TCP connect and the handshake each bounded by
+    /// `limit` as well (when shorter than their own timeouts), for an operation with little
+    /// time left.
+    pub(crate) fn connect_within(
+        addr: &str,
+        config: &ConnectionConfig,
+        limit: Option<Duration>,
+    ) -> Result<Connection> {
+        let connect_timeout = limit.map_or(config.connect_timeout, |l| l.min(config.connect_timeout));
+        let handshake_timeout = limit.map(|l| l.min(config.request_timeout));
         let resolved: Vec<SocketAddr> = addr
             .to_socket_addrs()
             .map_err(|source| Error::Io {
@@ -93,10 +106,12 @@ impl Connection {
             .collect();
         let mut last = Error::NoBroker(format!("{addr} resolved to no address"));
         for peer in resolved {
-            match TcpStream::connect_timeout(&peer, config.connect_timeout) {
+            // A zero timeout is an error to the OS call, so never below a millisecond.
+            let timeout = connect_timeout.max(Duration::from_millis(1));
+            match TcpStream::connect_timeout(&peer, timeout) {
                 Ok(stream) => {
                     let mut conn = Connection::from_stream(stream, addr, peer, config)?;
-                    conn.handshake()?;
+                    conn.handshake(handshake_timeout)?;
                     return Ok(conn);
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
@@ -354,7 +369,7 @@ impl Connection {
     }
 
     /// ApiVersions, starting at the highest version we have and stepping down per KIP-511.
-    fn handshake(&mut self) -> Result<()> {
+    fn handshake(&mut self, timeout: Option<Duration>) -> Result<()> {
         let api = ApiKey::ApiVersions;
         let mut version = versions::ours(api, self.config.version_cap(api)).max;
         loop {
@@ -363,7 +378,7 @@ impl Connection {
                 client_software_version: SOFTWARE_VERSION.into(),
                 ..Default::default()
             };
-            let body = self.exchange(&req, version, None)?;
+            let body = self.exchange(&req, version, timeout)?;
             let mut d = Decoder::new(&body);
             // Every version starts with the error code; on UNSUPPORTED_VERSION the body is in
             // the v0 shape whatever version we sent.
