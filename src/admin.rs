@@ -211,6 +211,9 @@ impl Admin {
         if topics.is_empty() {
             return Ok(());
         }
+        for t in topics {
+            crate::names::check_topic("NewTopic::name", &t.name)?;
+        }
         let deadline = crate::deadline::after(timeout);
         let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
         let accept = |code: KafkaCode| tolerate_existing && code == KafkaCode::TopicAlreadyExists;
@@ -224,7 +227,8 @@ impl Admin {
                     .iter()
                     .filter(|t| pending.contains(&t.name.as_str()))
                     .collect();
-                let resp = self.send_to_controller(|_| create_topics_request(&batch, timeout_ms))?;
+                let resp =
+                    self.send_to_controller(deadline, |_| create_topics_request(&batch, timeout_ms))?;
                 Ok(resp
                     .topics
                     .into_iter()
@@ -260,7 +264,8 @@ impl Admin {
                     .copied()
                     .filter(|(n, _)| pending.contains(n))
                     .collect();
-                let resp = self.send_to_controller(|_| create_partitions_request(&batch, timeout_ms))?;
+                let resp =
+                    self.send_to_controller(deadline, |_| create_partitions_request(&batch, timeout_ms))?;
                 Ok(resp
                     .results
                     .into_iter()
@@ -294,7 +299,8 @@ impl Admin {
             deadline,
             |_| false,
             |pending, timeout_ms| {
-                let resp = self.send_to_controller(|v| delete_topics_request(pending, timeout_ms, v))?;
+                let resp =
+                    self.send_to_controller(deadline, |v| delete_topics_request(pending, timeout_ms, v))?;
                 Ok(resp
                     .responses
                     .into_iter()
@@ -311,14 +317,16 @@ impl Admin {
     /// group id).
     pub fn list_groups(&self) -> Result<Vec<ListedGroup>> {
         let deadline = crate::deadline::after(self.api_timeout);
-        let meta = self.client.refresh_metadata(Some(&[]))?;
+        let meta = self.client.refresh_metadata_by(Some(&[]), deadline)?;
         let mut groups = BTreeMap::new();
         for &id in meta.brokers.keys() {
             let listed = self.client.retry_coordinator_errors(
                 deadline,
                 &format!("ListGroups on broker {id}"),
                 || {
-                    let resp = self.client.send_to(id, |_| ListGroupsRequest::default())?;
+                    let resp = self
+                        .client
+                        .send_to_by(id, deadline, |_| ListGroupsRequest::default())?;
                     let code = KafkaCode::from_code(resp.error_code);
                     if code.is_error() {
                         return Err(kafka_error(
@@ -350,10 +358,10 @@ impl Admin {
     /// Describes `group` (DescribeGroups to its coordinator, found with FindCoordinator). A
     /// group the coordinator does not know comes back in state `Dead` with no members.
     pub fn describe_group(&self, group: &str) -> Result<GroupDescription> {
-        self.with_coordinator(group, |coordinator| {
+        self.with_coordinator(group, |coordinator, deadline| {
             let resp = self
                 .client
-                .send_to(coordinator.id, |_| describe_groups_request(group))?;
+                .send_to_by(coordinator.id, deadline, |_| describe_groups_request(group))?;
             group_description(group, resp)
         })
     }
@@ -373,7 +381,7 @@ impl Admin {
         if instance_ids.is_empty() {
             return Ok(Vec::new());
         }
-        self.with_coordinator(group, |coordinator| {
+        self.with_coordinator(group, |coordinator, deadline| {
             let broker_versions = self.client.broker_versions(coordinator.id)?;
             versions::check(&REMOVE_MEMBERS_BY_INSTANCE_ID, &broker_versions)?;
             // The broker could do it, but a configured version cap may keep us below v3.
@@ -387,9 +395,9 @@ impl Admin {
                     ),
                 });
             }
-            let resp = self
-                .client
-                .send_to(coordinator.id, |_| leave_group_request(group, instance_ids))?;
+            let resp = self.client.send_to_by(coordinator.id, deadline, |_| {
+                leave_group_request(group, instance_ids)
+            })?;
             member_outcomes(group, instance_ids, resp)
         })
     }
@@ -412,7 +420,7 @@ impl Admin {
         while !left.is_empty() {
             // The round handles unreachable leaders itself; an unreachable error here is the
             // metadata refresh's.
-            let problem = match self.list_offsets_round(&topics, &mut left, &mut found, spec) {
+            let problem = match self.list_offsets_round(&topics, &mut left, &mut found, spec, deadline) {
                 Ok(problem) => problem,
                 Err(e) if e.is_unreachable() => Some(format!("metadata: {e}")),
                 Err(e) => return Err(e),
@@ -446,12 +454,13 @@ impl Admin {
         left: &mut BTreeSet<TopicPartition>,
         found: &mut BTreeMap<TopicPartition, i64>,
         spec: OffsetSpec,
+        deadline: Instant,
     ) -> Result<Option<String>> {
-        let meta = self.client.refresh_metadata(Some(topics))?;
+        let meta = self.client.refresh_metadata_by(Some(topics), deadline)?;
         let (by_leader, unled) = by_leader(&meta, left, spec.timestamp())?;
         let mut problem = unled.map(|tp| format!("{tp}: no leader"));
         for (leader, targets) in by_leader {
-            let answers = match self.list_offsets_at(leader, &targets, spec) {
+            let answers = match self.list_offsets_at(leader, &targets, spec, deadline) {
                 Ok(answers) => answers,
                 Err(e) if e.is_unreachable() => {
                     problem = Some(format!("broker {leader}: {e}"));
@@ -481,9 +490,10 @@ impl Admin {
         leader: i32,
         targets: &BTreeMap<TopicPartition, (i64, i32)>,
         spec: OffsetSpec,
+        deadline: Instant,
     ) -> Result<BTreeMap<TopicPartition, Result<i64, KafkaCode>>> {
         let mut version = 0;
-        let resp = self.client.send_to(leader, |v| {
+        let resp = self.client.send_to_by(leader, deadline, |v| {
             version = v;
             offsets::list_offsets_request(v, 0, targets)
         })?;
@@ -513,7 +523,7 @@ impl Admin {
     pub fn group_offsets(&self, group: &str) -> Result<BTreeMap<TopicPartition, i64>> {
         // Filled only if the coordinator turns out to be that old.
         let mut assigned: Option<Vec<TopicPartition>> = None;
-        self.with_coordinator(group, |coordinator| {
+        self.with_coordinator(group, |coordinator, deadline| {
             let version = self
                 .client
                 .connection_config()
@@ -526,7 +536,7 @@ impl Admin {
             } else {
                 None
             };
-            let resp = self.client.send_to(coordinator.id, |v| {
+            let resp = self.client.send_to_by(coordinator.id, deadline, |v| {
                 group_offsets_request(v, group, named.as_deref())
             })?;
             let committed = offsets::offset_fetch_result(&resp)
@@ -588,24 +598,33 @@ impl Admin {
 
     /// Runs `call` against the coordinator of `group`, finding it again while the group is
     /// moving or loading, until `default.api.timeout.ms`.
-    fn with_coordinator<T>(&self, group: &str, mut call: impl FnMut(&Broker) -> Result<T>) -> Result<T> {
+    /// `call` gets the coordinator and that deadline, to bound its own requests by.
+    fn with_coordinator<T>(
+        &self,
+        group: &str,
+        mut call: impl FnMut(&Broker, Instant) -> Result<T>,
+    ) -> Result<T> {
         let deadline = crate::deadline::after(self.api_timeout);
         self.client
             .retry_coordinator_errors(deadline, &format!("group {group}"), || {
-                let coordinator = self.client.find_coordinator(group)?;
-                call(&coordinator)
+                let coordinator = self.client.find_coordinator_by(group, deadline)?;
+                call(&coordinator, deadline)
             })
     }
 
     /// The controller for ZooKeeper-mode clusters, which only accept topic changes there. KRaft
     /// brokers report a random live broker as `controller_id` and forward to the real
     /// controller, so the same rule serves both.
-    fn send_to_controller<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
-        let meta = self.client.refresh_metadata(Some(&[]))?;
+    fn send_to_controller<R: Request>(
+        &self,
+        deadline: Instant,
+        build: impl Fn(i16) -> R,
+    ) -> Result<R::Response> {
+        let meta = self.client.refresh_metadata_by(Some(&[]), deadline)?;
         if meta.brokers.contains_key(&meta.controller_id) {
-            self.client.send_to(meta.controller_id, build)
+            self.client.send_to_by(meta.controller_id, deadline, build)
         } else {
-            self.client.send_any(build)
+            self.client.send_any_by(deadline, build)
         }
     }
 
@@ -679,7 +698,7 @@ impl Admin {
     ) -> Result<()> {
         let mut backoff = self.client.retry_backoff();
         loop {
-            let last_error = match self.every_broker_shows(topics, &ready) {
+            let last_error = match self.every_broker_shows(topics, &ready, deadline) {
                 Ok(true) => break,
                 Ok(false) => None,
                 Err(e) if e.is_unreachable() => Some(e),
@@ -697,9 +716,9 @@ impl Admin {
                 None,
             )?;
             std::thread::sleep(backoff.min(left));
-            backoff = (backoff * 2).min(MAX_POLL_BACKOFF);
+            backoff = backoff.saturating_mul(2).min(MAX_POLL_BACKOFF);
         }
-        self.client.refresh_metadata(Some(topics))?;
+        self.client.refresh_metadata_by(Some(topics), deadline)?;
         Ok(())
     }
 
@@ -709,11 +728,15 @@ impl Admin {
         &self,
         topics: &[&str],
         ready: &impl Fn(&MetadataResponse) -> bool,
+        deadline: Instant,
     ) -> Result<bool> {
-        let meta = self.client.refresh_metadata(Some(&[]))?;
+        let meta = self.client.refresh_metadata_by(Some(&[]), deadline)?;
         let mut answered = 0;
         for &id in meta.brokers.keys() {
-            match self.client.send_to(id, |v| metadata_request(Some(topics), v)) {
+            match self
+                .client
+                .send_to_by(id, deadline, |v| metadata_request(Some(topics), v))
+            {
                 Ok(resp) if ready(&resp) => answered += 1,
                 Ok(_) => return Ok(false),
                 Err(e) if e.is_unreachable() => {
@@ -1048,6 +1071,33 @@ mod tests {
 
     fn versions(api: ApiKey) -> std::ops::RangeInclusive<i16> {
         api.versions().min..=api.versions().max
+    }
+
+    #[test]
+    fn bad_topic_names_are_refused_before_any_request() {
+        let client = Client::builder()
+            .bootstrap_servers("localhost:1")
+            .build()
+            .unwrap();
+        let admin = Admin::new(&client);
+        for name in ["bad topic!", ".", &"t".repeat(250)] {
+            let e = admin
+                .create_topics(
+                    &[NewTopic::new("ok", 1, 1), NewTopic::new(name, 1, 1)],
+                    Duration::MAX,
+                )
+                .unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Config {
+                        property: "NewTopic::name",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -107,7 +107,8 @@ impl Default for ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// `bootstrap.servers`: comma-separated `host:port` list. Required; no default.
+    /// `bootstrap.servers`: comma-separated `host:port` list (IPv6 as `[::1]:9092`), without a
+    /// scheme or path. Required; no default.
     pub fn bootstrap_servers(mut self, servers: impl Into<String>) -> Self {
         self.bootstrap = servers.into();
         self
@@ -119,26 +120,30 @@ impl ClientBuilder {
         self
     }
 
-    /// `request.timeout.ms`: how long to wait for each response. Default 30 s.
+    /// `request.timeout.ms`: how long to wait for each response. Default 30 s; above zero and at
+    /// most `i32::MAX` ms (about 24.8 days), as Kafka's own config requires.
     pub fn request_timeout(mut self, t: Duration) -> Self {
         self.conn.request_timeout = t;
         self
     }
 
-    /// `socket.connection.setup.timeout.ms`: TCP connect timeout per address. Default 10 s.
+    /// `socket.connection.setup.timeout.ms`: TCP connect timeout per address. Default 10 s; above
+    /// zero (any larger value, up to `Duration::MAX`, is bounded by the OS's own connect timeout).
     pub fn connect_timeout(mut self, t: Duration) -> Self {
         self.conn.connect_timeout = t;
         self
     }
 
     /// `default.api.timeout.ms`: total time for operations that retry, such as finding a
-    /// coordinator. Default 60 s.
+    /// coordinator. Default 60 s; above zero. `Duration::MAX` retries without a limit (each
+    /// request is still bounded by `request.timeout.ms`).
     pub fn api_timeout(mut self, t: Duration) -> Self {
         self.api_timeout = t;
         self
     }
 
-    /// `retry.backoff.ms`: pause between retries of a failed request. Default 100 ms.
+    /// `retry.backoff.ms`: pause between retries of a failed request. Default 100 ms; never
+    /// slept past the deadline of the call retrying.
     pub fn retry_backoff(mut self, t: Duration) -> Self {
         self.retry_backoff = t;
         self
@@ -151,7 +156,8 @@ impl ClientBuilder {
     }
 
     /// `reconnect.backoff.max.ms`: the reconnect pause doubles per failure up to this.
-    /// Default 1 s.
+    /// Default 1 s; at least `reconnect.backoff.ms`. A call whose deadline comes before the next
+    /// attempt fails at once instead of sleeping.
     pub fn reconnect_backoff_max(mut self, t: Duration) -> Self {
         self.reconnect_backoff_max = t;
         self
@@ -184,6 +190,7 @@ impl ClientBuilder {
             }
         };
         positive("request.timeout.ms", self.conn.request_timeout)?;
+        crate::deadline::check_int_ms("request.timeout.ms", self.conn.request_timeout)?;
         positive("socket.connection.setup.timeout.ms", self.conn.connect_timeout)?;
         positive("default.api.timeout.ms", self.api_timeout)?;
         if self.reconnect_backoff_max < self.reconnect_backoff {
@@ -244,11 +251,27 @@ fn parse_bootstrap(s: &str) -> Result<Vec<String>> {
         return Err(err("no broker address given".into()));
     }
     for a in &list {
+        if a.contains('/') {
+            return Err(err(format!(
+                "{a:?} has a scheme or path; bootstrap.servers takes host:port only"
+            )));
+        }
         let (host, port) = a
             .rsplit_once(':')
             .ok_or_else(|| err(format!("{a:?} is not host:port")))?;
         if host.is_empty() || port.parse::<u16>().ok().filter(|p| *p > 0).is_none() {
             return Err(err(format!("{a:?} is not host:port with a port in 1..=65535")));
+        }
+        let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+            None => host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')),
+        };
+        if !host_ok {
+            return Err(err(format!(
+                "{a:?}: {host:?} is not a host name or address (IPv6 goes in brackets: [::1]:9092)"
+            )));
         }
     }
     Ok(list)
@@ -349,13 +372,25 @@ impl Client {
 
     /// Sends a request to broker `id`, building it for the version negotiated with that broker.
     pub fn send_to<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
-        self.send_target(Target::Broker(id), build)
+        self.send_target(Target::Broker(id), None, build)
+    }
+
+    /// [`send_to`](Self::send_to) within an operation that must end by `deadline`: connecting
+    /// and waiting for the answer take no longer than what is left (nor than
+    /// `request.timeout.ms`), so a retrying call does not overshoot its limit.
+    pub(crate) fn send_to_by<R: Request>(
+        &self,
+        id: i32,
+        deadline: Instant,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.send_target(Target::Broker(id), Some(deadline), build)
     }
 
     /// Sends a request the broker does not answer (Produce with `acks=0`) to broker `id`,
     /// building it for the negotiated version; returns once it is written.
     pub fn send_to_no_response<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<()> {
-        self.with_connection(Target::Broker(id), |conn| {
+        self.with_connection(Target::Broker(id), None, |conn, _| {
             let version = conn.version(R::API_KEY)?;
             conn.send_no_response(&build(version), version)
         })
@@ -364,19 +399,37 @@ impl Client {
     /// Sends a request to any reachable broker (known brokers first, then bootstrap
     /// addresses), moving on to the next one when a broker cannot be reached.
     pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
-        self.first_answer(Error::is_unreachable, |t| self.send_target(t, &build))
+        self.send_any_within(None, build)
+    }
+
+    /// [`send_any`](Self::send_any) within an operation that must end by `deadline` (see
+    /// [`send_to_by`](Self::send_to_by)).
+    pub(crate) fn send_any_by<R: Request>(
+        &self,
+        deadline: Instant,
+        build: impl Fn(i16) -> R,
+    ) -> Result<R::Response> {
+        self.send_any_within(Some(deadline), build)
+    }
+
+    fn send_any_within<R: Request>(
+        &self,
+        deadline: Option<Instant>,
+        build: impl Fn(i16) -> R,
+    ) -> Result<R::Response> {
+        self.first_answer(Error::is_unreachable, |t| self.send_target(t, deadline, &build))
     }
 
     /// The ApiVersions table of broker `id` (connecting if needed).
     pub fn broker_versions(&self, id: i32) -> Result<BrokerVersions> {
-        self.with_connection(Target::Broker(id), |c| Ok(c.broker_versions().clone()))
+        self.with_connection(Target::Broker(id), None, |c, _| Ok(c.broker_versions().clone()))
     }
 
     /// The ApiVersions table of whichever broker answers first.
     pub fn any_broker_versions(&self) -> Result<BrokerVersions> {
         self.first_answer(
             |_| true,
-            |t| self.with_connection(t, |c| Ok(c.broker_versions().clone())),
+            |t| self.with_connection(t, None, |c, _| Ok(c.broker_versions().clone())),
         )
     }
 
@@ -413,10 +466,15 @@ impl Client {
         targets
     }
 
-    fn send_target<R: Request>(&self, t: Target, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
-        self.with_connection(t, |conn| {
+    fn send_target<R: Request>(
+        &self,
+        t: Target,
+        deadline: Option<Instant>,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.with_connection(t, deadline, |conn, timeout| {
             let version = conn.version(R::API_KEY)?;
-            conn.send_at(&build(version), version, None)
+            conn.send_at(&build(version), version, timeout)
         })
     }
 
@@ -431,22 +489,37 @@ impl Client {
     }
 
     /// Runs `f` on the connection to `t`, connecting (with backoff after failures) if needed,
-    /// and dropping the connection when `f` leaves it broken.
-    fn with_connection<T>(&self, t: Target, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    /// and dropping the connection when `f` leaves it broken. With a `deadline`, `f` is given
+    /// the response timeout to use (`request.timeout.ms` or what is left, if shorter), the
+    /// connection setup is bounded the same way, and a reconnect backoff that would end past
+    /// the deadline fails at once instead of being slept.
+    fn with_connection<T>(
+        &self,
+        t: Target,
+        deadline: Option<Instant>,
+        f: impl FnOnce(&mut Connection, Option<Duration>) -> Result<T>,
+    ) -> Result<T> {
         let slot = lock(&self.inner.slots).entry(t).or_default().clone();
         let mut slot = lock(&slot);
         if slot.conn.as_ref().is_some_and(Connection::is_broken) {
             slot.conn = None;
         }
         if slot.conn.is_none() {
+            let addr = self.addr_of(t)?;
             if let Some(at) = slot.retry_at {
-                let wait = at.saturating_duration_since(Instant::now());
+                let wait = crate::deadline::left(at);
+                if deadline.is_some_and(|d| at > d) {
+                    return Err(Error::NoBroker(format!(
+                        "{addr}: the next connection attempt (reconnect.backoff.ms, in {wait:?}) is \
+                         past this operation's deadline"
+                    )));
+                }
                 if !wait.is_zero() {
                     std::thread::sleep(wait);
                 }
             }
-            let addr = self.addr_of(t)?;
-            match Connection::connect(&addr, &self.inner.conn) {
+            let limit = deadline.map(|d| crate::deadline::clamp(self.inner.conn.request_timeout, d));
+            match Connection::connect_within(&addr, &self.inner.conn, limit) {
                 Ok(c) => {
                     log::debug!("connected to {addr} ({t:?})");
                     slot.conn = Some(c);
@@ -467,7 +540,8 @@ impl Client {
             }
         }
         let conn = slot.conn.as_mut().ok_or(Error::Closed)?;
-        let result = f(conn);
+        let timeout = deadline.map(|d| crate::deadline::clamp(self.inner.conn.request_timeout, d));
+        let result = f(conn, timeout);
         if conn.is_broken() {
             slot.conn = None;
         }
@@ -478,7 +552,26 @@ impl Client {
     /// always replaced; topics are merged so that callers interested in different topics do
     /// not evict each other's entries.
     pub fn refresh_metadata(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
-        let resp: MetadataResponse = self.send_any(|version| metadata_request(topics, version))?;
+        self.refresh_metadata_within(topics, None)
+    }
+
+    /// [`refresh_metadata`](Self::refresh_metadata) within an operation that must end by
+    /// `deadline` (see [`send_to_by`](Self::send_to_by)).
+    pub(crate) fn refresh_metadata_by(
+        &self,
+        topics: Option<&[&str]>,
+        deadline: Instant,
+    ) -> Result<Arc<Metadata>> {
+        self.refresh_metadata_within(topics, Some(deadline))
+    }
+
+    fn refresh_metadata_within(
+        &self,
+        topics: Option<&[&str]>,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Metadata>> {
+        let resp: MetadataResponse =
+            self.send_any_within(deadline, |version| metadata_request(topics, version))?;
         // The broker list is always whole in a Metadata answer, so it replaces the cached one:
         // dead brokers drop out. A coordinator learnt from FindCoordinator is re-added by the
         // next lookup if it is missing. Only the topics the answer did not cover are kept.
@@ -505,9 +598,14 @@ impl Client {
     /// Finds the coordinator of consumer group `group`, retrying while the broker says the
     /// coordinator is not available or still loading, until `default.api.timeout.ms`.
     pub fn find_coordinator(&self, group: &str) -> Result<Broker> {
-        let deadline = crate::deadline::after(self.inner.api_timeout);
+        self.find_coordinator_by(group, crate::deadline::after(self.inner.api_timeout))
+    }
+
+    /// [`find_coordinator`](Self::find_coordinator), retrying until `deadline` instead, each
+    /// request bounded by what is left.
+    pub(crate) fn find_coordinator_by(&self, group: &str, deadline: Instant) -> Result<Broker> {
         self.retry_coordinator_errors(deadline, &format!("FindCoordinator({group})"), || {
-            self.lookup_coordinator(group)
+            self.lookup_coordinator_within(group, Some(deadline))
         })
     }
 
@@ -535,8 +633,12 @@ impl Client {
     /// One FindCoordinator attempt, without retries (for callers with their own loop, such as
     /// a heartbeat thread that must keep listening to its commands).
     pub fn lookup_coordinator(&self, group: &str) -> Result<Broker> {
+        self.lookup_coordinator_within(group, None)
+    }
+
+    fn lookup_coordinator_within(&self, group: &str, deadline: Option<Instant>) -> Result<Broker> {
         let resp: FindCoordinatorResponse =
-            self.send_any(|version| find_coordinator_request(group, version))?;
+            self.send_any_within(deadline, |version| find_coordinator_request(group, version))?;
         let b = coordinator_from(group, resp)?;
         self.remember_broker(&b);
         Ok(b)
@@ -590,20 +692,34 @@ pub(crate) fn metadata_request(topics: Option<&[&str]>, version: i16) -> Metadat
     }
 }
 
+/// The cache's view of a Metadata answer. A broker whose port is not a TCP port (0, negative,
+/// above 65535) is left out with a warning rather than failing the whole answer: the rest of
+/// the cluster stays usable, and that broker's partitions then look leaderless, which every
+/// caller already retries after a refresh — as if the broker were unreachable, which it is.
+/// Truncating the port instead would send requests to some other service's port.
 fn metadata_from(r: MetadataResponse) -> Metadata {
     let brokers = r
         .brokers
         .into_iter()
-        .map(|b| {
-            (
+        .filter_map(|b| {
+            let Some(port) = u16::try_from(b.port).ok().filter(|p| *p > 0) else {
+                log::warn!(
+                    "metadata: broker {} advertises {}:{}, which is not a TCP port; ignoring it",
+                    b.node_id,
+                    b.host,
+                    b.port
+                );
+                return None;
+            };
+            Some((
                 b.node_id,
                 Broker {
                     id: b.node_id,
                     host: b.host.into(),
-                    port: b.port as u16,
+                    port,
                     rack: b.rack.map(Into::into),
                 },
-            )
+            ))
         })
         .collect();
     let topics = r
@@ -672,8 +788,10 @@ fn coordinator_from(group: &str, r: FindCoordinatorResponse) -> Result<Broker> {
             message: message.map(Into::into),
         });
     }
-    let port =
-        u16::try_from(port).map_err(|_| Error::NoBroker(format!("coordinator port {port} is invalid")))?;
+    let port = u16::try_from(port)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| Error::NoBroker(format!("coordinator port {port} is invalid")))?;
     Ok(Broker {
         id,
         host: host.into(),
@@ -748,11 +866,103 @@ mod tests {
                 ..
             }
         ));
+        let too_long = Duration::from_millis(i32::MAX as u64 + 1);
+        for t in [too_long, Duration::MAX, Duration::from_secs(u64::MAX)] {
+            let e = Client::builder()
+                .bootstrap_servers("h:1")
+                .request_timeout(t)
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Config {
+                        property: "request.timeout.ms",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
+        // Settings Kafka types as long (and the api timeout, a bound on retrying) saturate.
+        assert!(Client::builder()
+            .bootstrap_servers("h:1")
+            .request_timeout(Duration::from_millis(i32::MAX as u64))
+            .connect_timeout(Duration::MAX)
+            .api_timeout(Duration::MAX)
+            .retry_backoff(Duration::MAX)
+            .reconnect_backoff(Duration::MAX)
+            .reconnect_backoff_max(Duration::MAX)
+            .build()
+            .is_ok());
         // An unresolvable host is fine at build time: nothing touches the network yet.
         assert!(Client::builder()
             .bootstrap_servers("no-such-host.invalid:9092, b:9093")
             .build()
             .is_ok());
+    }
+
+    #[test]
+    fn bootstrap_addresses_are_host_port_only() {
+        let problem = |s: &str| match Client::builder().bootstrap_servers(s).build() {
+            Ok(_) => None,
+            Err(Error::Config {
+                property: "bootstrap.servers",
+                problem,
+            }) => Some(problem),
+            Err(e) => panic!("{e}"),
+        };
+        for ok in [
+            "[::1]:9092",
+            "127.0.0.1:9092",
+            "kafka-1.eu_west.example:9092",
+            "a:1, [fe80::1]:2",
+        ] {
+            assert_eq!(problem(ok), None, "{ok}");
+        }
+        for scheme in ["http://h:9092", "PLAINTEXT://h:9092", "h:9092/", "h/x:9092"] {
+            assert!(problem(scheme).unwrap().contains("scheme or path"), "{scheme}");
+        }
+        for bad in ["::1:9092", "[::1:9092", "[zz]:9092", "h h:9092", "h@x:9092"] {
+            assert!(problem(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn brokers_with_ports_outside_tcp_are_left_out_of_metadata() {
+        use crate::protocol::messages::metadata_response::MetadataResponseBroker;
+        let broker = |id: i32, port: i32| MetadataResponseBroker {
+            node_id: id,
+            host: "h".into(),
+            port,
+            ..Default::default()
+        };
+        let m = metadata_from(MetadataResponse {
+            brokers: vec![
+                broker(1, 9092),
+                broker(2, 65536 + 9092),
+                broker(3, -1),
+                broker(4, 0),
+            ],
+            ..Default::default()
+        });
+        assert_eq!(m.brokers.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(m.brokers[&1].port, 9092);
+        let coordinator = |port: i32| {
+            coordinator_from(
+                "g",
+                FindCoordinatorResponse {
+                    node_id: 1,
+                    host: "h".into(),
+                    port,
+                    ..Default::default()
+                },
+            )
+        };
+        assert_eq!(coordinator(9092).unwrap().port, 9092);
+        for port in [0, -1, 65536 + 9092] {
+            assert!(matches!(coordinator(port), Err(Error::NoBroker(_))), "{port}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! panics when the sum does not fit, so every deadline in the crate is made here, saturating at
 //! a point far enough away to mean "never" (about a century).
 
+use crate::error::{Error, Result};
 use std::time::{Duration, Instant};
 
 /// Far enough to mean "never", near enough that `Instant` holds it on every platform.
@@ -34,6 +35,23 @@ pub(crate) fn clamp(request_timeout: Duration, deadline: Instant) -> Duration {
     request_timeout.min(left(deadline)).max(Duration::from_millis(1))
 }
 
+/// The rule of Kafka's INT-typed millisecond properties (`request.timeout.ms`,
+/// `session.timeout.ms`, `delivery.timeout.ms` …): the value must fit in an `i32` of
+/// milliseconds, as it does in Kafka's own config and, for some, on the wire.
+pub(crate) fn check_int_ms(property: &'static str, d: Duration) -> Result<()> {
+    if d.as_millis() > i32::MAX as u128 {
+        return Err(Error::Config {
+            property,
+            problem: format!(
+                "{} ms is above the largest value Kafka allows ({} ms, about 24.8 days)",
+                d.as_millis(),
+                i32::MAX
+            ),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,6 +66,23 @@ mod tests {
         }
         assert_eq!(at(now, Duration::from_secs(1)), now + Duration::from_secs(1));
         assert_eq!(at(now, Duration::ZERO), now);
+    }
+
+    #[test]
+    fn int_ms_properties_fit_in_i32() {
+        let max = Duration::from_millis(i32::MAX as u64);
+        assert!(check_int_ms("p", max).is_ok());
+        assert!(check_int_ms("p", Duration::ZERO).is_ok());
+        for d in [
+            max + Duration::from_millis(1),
+            Duration::MAX,
+            Duration::from_secs(u64::MAX),
+        ] {
+            assert!(
+                matches!(check_int_ms("p", d), Err(Error::Config { property: "p", .. })),
+                "{d:?}"
+            );
+        }
     }
 
     #[test]

@@ -71,6 +71,7 @@ mod consumer;
 mod deadline;
 mod error;
 pub mod group;
+mod names;
 pub mod net;
 pub mod producer;
 pub mod protocol;

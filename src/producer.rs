@@ -260,6 +260,7 @@ impl ProducerBuilder {
     /// `linger.ms`: when above zero, a `send` that finds a batch waiting longer than this sends
     /// every pending batch. Default 0: since `send` does not block on the network, records
     /// accumulate between calls and go out when a batch reaches `batch.size` or at `flush`.
+    /// At most `delivery.timeout.ms` - `request.timeout.ms`.
     pub fn linger(mut self, t: Duration) -> Self {
         self.config.linger = t;
         self
@@ -280,14 +281,15 @@ impl ProducerBuilder {
     }
 
     /// `delivery.timeout.ms`: the longest a record may take from `send` to its
-    /// acknowledgement, retries included; must be at least `linger.ms` + `request.timeout.ms`.
-    /// Default 120 s.
+    /// acknowledgement, retries included; must be at least `linger.ms` + `request.timeout.ms`
+    /// and at most `i32::MAX` ms (about 24.8 days), as in Kafka. Default 120 s.
     pub fn delivery_timeout(mut self, t: Duration) -> Self {
         self.config.delivery_timeout = t;
         self
     }
 
-    /// `retry.backoff.ms`: pause before retrying a batch. Default: the client's (100 ms).
+    /// `retry.backoff.ms`: pause before retrying a batch. Default: the client's (100 ms); a pause
+    /// never outlasts the batch's `delivery.timeout.ms`.
     pub fn retry_backoff(mut self, t: Duration) -> Self {
         self.config.retry_backoff = t;
         self
@@ -300,14 +302,15 @@ impl ProducerBuilder {
     }
 
     /// `max.block.ms`: how long `send` waits for a topic's metadata (e.g. a topic just
-    /// created) before failing. Default 60 s.
+    /// created) before failing. Default 60 s; `Duration::MAX` waits without a limit.
     pub fn max_block(mut self, t: Duration) -> Self {
         self.config.max_block = t;
         self
     }
 
     /// `metadata.max.age.ms`: metadata older than this is refreshed before sending, so new
-    /// partitions and moved leaders are picked up without an error. Default 5 min.
+    /// partitions and moved leaders are picked up without an error. Default 5 min; above zero
+    /// (`Duration::MAX`: never by age).
     pub fn metadata_max_age(mut self, t: Duration) -> Self {
         self.config.metadata_max_age = t;
         self
@@ -330,6 +333,7 @@ impl ProducerBuilder {
                 problem: format!("must be at most {}", i32::MAX),
             });
         }
+        crate::deadline::check_int_ms("delivery.timeout.ms", c.delivery_timeout)?;
         if c.delivery_timeout < c.linger.saturating_add(request_timeout) {
             return Err(Error::Config {
                 property: "delivery.timeout.ms",
@@ -993,6 +997,9 @@ impl Producer {
             });
         }
         if !self.acc.topics.contains_key(&record.topic) {
+            // Before any request: a name Kafka cannot have would only come back as a broker
+            // error after max.block.ms of metadata retries.
+            crate::names::check_topic("ProducerRecord::topic", &record.topic)?;
             self.add_topic(&record.topic)?;
         }
         let now = Instant::now();
@@ -1137,7 +1144,14 @@ impl Producer {
                 if leaderless {
                     self.refresh();
                 }
-                let until = wake.unwrap_or(now + self.config.retry_backoff);
+                // Never past the oldest batch's delivery.timeout.ms, which a retry.backoff.ms
+                // longer than it would otherwise sleep through.
+                let expiry = self
+                    .acc
+                    .oldest()
+                    .map(|o| crate::deadline::at(o, self.config.delivery_timeout));
+                let until = wake.unwrap_or_else(|| crate::deadline::at(now, self.config.retry_backoff));
+                let until = expiry.map_or(until, |e| until.min(e));
                 let pause = until
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1));
@@ -1824,6 +1838,45 @@ mod tests {
             .delivery_timeout(Duration::from_secs(30))
             .build()
             .is_ok());
+    }
+
+    #[test]
+    fn int_ms_settings_and_record_topics_follow_kafka_rules() {
+        let property = |b: ProducerBuilder| match b.build() {
+            Err(Error::Config { property, .. }) => property,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            property(builder().delivery_timeout(Duration::MAX)),
+            "delivery.timeout.ms"
+        );
+        assert_eq!(
+            property(builder().delivery_timeout(Duration::from_millis(i32::MAX as u64 + 1))),
+            "delivery.timeout.ms"
+        );
+        // linger.ms + request.timeout.ms must fit delivery.timeout.ms, which fits an i32.
+        assert_eq!(property(builder().linger(Duration::MAX)), "delivery.timeout.ms");
+        // Long-typed settings saturate.
+        let mut p = builder()
+            .max_block(Duration::MAX)
+            .metadata_max_age(Duration::MAX)
+            .retry_backoff(Duration::MAX)
+            .delivery_timeout(Duration::from_millis(i32::MAX as u64))
+            .build()
+            .unwrap();
+        for topic in ["bad topic!", "", &"t".repeat(250)] {
+            let e = p.send(ProducerRecord::new(topic, "v")).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Config {
+                        property: "ProducerRecord::topic",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -33,7 +33,8 @@ impl ConsumerBuilder {
         }
     }
 
-    /// The topics to consume (`subscribe()` in Kafka's client). Required; at least one.
+    /// The topics to consume (`subscribe()` in Kafka's client). Required; at least one, each a
+    /// valid Kafka topic name (1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`).
     pub fn subscribe<I, S>(mut self, topics: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -49,13 +50,13 @@ impl ConsumerBuilder {
         self
     }
 
-    /// `session.timeout.ms`. Default 45 s.
+    /// `session.timeout.ms`. Default 45 s; above zero, at most `i32::MAX` ms.
     pub fn session_timeout(mut self, t: Duration) -> Self {
         self.member = self.member.session_timeout(t);
         self
     }
 
-    /// `heartbeat.interval.ms`. Default 3 s.
+    /// `heartbeat.interval.ms`. Default 3 s; above zero and below `session.timeout.ms`.
     pub fn heartbeat_interval(mut self, t: Duration) -> Self {
         self.member = self.member.heartbeat_interval(t);
         self
@@ -70,7 +71,8 @@ impl ConsumerBuilder {
     }
 
     /// `max.poll.interval.ms`, sent as the rebalance timeout: how long the group waits for this
-    /// consumer to rejoin (poll again) after a rebalance starts. Default 300 s.
+    /// consumer to rejoin (poll again) after a rebalance starts. Default 300 s; above zero, at
+    /// most `i32::MAX` ms.
     pub fn max_poll_interval(mut self, t: Duration) -> Self {
         self.member = self.member.rebalance_timeout(t);
         self
@@ -116,7 +118,8 @@ impl ConsumerBuilder {
         self
     }
 
-    /// `auto.commit.interval.ms`. Default 5 s.
+    /// `auto.commit.interval.ms`. Default 5 s; above zero when auto-commit is on, and at most
+    /// `i32::MAX` ms (about 24.8 days), as in Kafka.
     pub fn auto_commit_interval(mut self, t: Duration) -> Self {
         self.config.auto_commit_interval = t;
         self
@@ -143,7 +146,7 @@ impl ConsumerBuilder {
     }
 
     /// `fetch.max.wait.ms`: how long the broker may hold a fetch waiting for
-    /// `fetch.min.bytes`. Default 500 ms.
+    /// `fetch.min.bytes`. Default 500 ms; at most `i32::MAX` ms (it is an int32 on the wire).
     pub fn fetch_max_wait(mut self, t: Duration) -> Self {
         self.config.fetch_max_wait = t;
         self
@@ -170,6 +173,10 @@ impl ConsumerBuilder {
                 property: "subscribe",
                 problem: "at least one topic is needed".into(),
             });
+        }
+        // A name no topic can have would be subscribed to and silently assign nothing.
+        for t in &self.topics {
+            crate::names::check_topic("subscribe", t)?;
         }
         let member = self.member.topics(self.topics).build()?;
         Ok(Consumer {

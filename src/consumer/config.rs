@@ -109,15 +109,8 @@ impl ConsumerConfig {
                 format!("{} is not positive", self.max_partition_fetch_bytes),
             );
         }
-        if self.fetch_max_wait.as_millis() > i32::MAX as u128 {
-            return err(
-                "fetch.max.wait.ms",
-                format!(
-                    "{} ms does not fit the protocol's int32",
-                    self.fetch_max_wait.as_millis()
-                ),
-            );
-        }
+        crate::deadline::check_int_ms("fetch.max.wait.ms", self.fetch_max_wait)?;
+        crate::deadline::check_int_ms("auto.commit.interval.ms", self.auto_commit_interval)?;
         if self.enable_auto_commit && self.auto_commit_interval.is_zero() {
             return err(
                 "auto.commit.interval.ms",

@@ -593,7 +593,7 @@ impl Consumer {
             let mut last_problem = None;
             for (leader, targets) in by_leader {
                 let mut version = 0;
-                let resp = self.client.send_to(leader, |v| {
+                let resp = self.client.send_to_by(leader, deadline, |v| {
                     version = v;
                     offsets::list_offsets_request(v, isolation, &targets)
                 });
@@ -728,7 +728,19 @@ impl Consumer {
     /// Commits the given offsets (the offset of the next record to read, as Kafka counts),
     /// synchronously, with the same error rules as [`commit`](Self::commit). An offset below
     /// the partition's committed offset is skipped with a warning (see the [`Consumer`] docs).
+    ///
+    /// Fails before any request with [`Error::Config`] for a negative offset (Kafka has none,
+    /// and the coordinator would store it as "no offset") or a topic name Kafka cannot have.
     pub fn commit_offsets(&mut self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
+        for (tp, &offset) in offsets {
+            crate::names::check_topic("commit_offsets", &tp.topic)?;
+            if offset < 0 {
+                return Err(Error::Config {
+                    property: "commit_offsets",
+                    problem: format!("offset {offset} for {tp} is negative"),
+                });
+            }
+        }
         // The leader epoch is known only for the position poll reached.
         let offsets = offsets.iter().map(|(tp, &o)| (tp.clone(), (o, None))).collect();
         self.commit_by(offsets, crate::deadline::after(self.client.api_timeout()))
@@ -923,6 +935,46 @@ mod tests {
         assert_eq!(c.subscription(), ["t".to_string()]);
         assert!(c.assignment().is_empty());
         assert_eq!(c.position(&TopicPartition::new("t", 0)), None);
+    }
+
+    #[test]
+    fn subscriptions_and_intervals_follow_kafka_rules() {
+        let property = |b: ConsumerBuilder| match b.build() {
+            Err(Error::Config { property, .. }) => property,
+            other => panic!("{other:?}"),
+        };
+        let sub = |t: &str| client().consumer("g").subscribe(["ok", t]);
+        assert_eq!(property(sub("bad topic!")), "subscribe");
+        assert_eq!(property(sub(&"t".repeat(300))), "subscribe");
+        assert_eq!(property(sub("..")), "subscribe");
+        assert_eq!(property(sub("")), "subscribe");
+        let long = Duration::from_millis(i32::MAX as u64 + 1);
+        assert_eq!(
+            property(sub("t").auto_commit_interval(long)),
+            "auto.commit.interval.ms"
+        );
+        assert_eq!(
+            property(sub("t").fetch_max_wait(Duration::MAX)),
+            "fetch.max.wait.ms"
+        );
+        // Settings Kafka types as long saturate instead.
+        assert!(sub("t")
+            .configure_member(|m| m.metadata_max_age(Duration::MAX).retry_backoff(Duration::MAX))
+            .build()
+            .is_ok());
+    }
+
+    #[test]
+    fn commits_of_negative_offsets_or_bad_topics_are_refused_before_any_request() {
+        let mut c = client().consumer("g").subscribe(["t"]).build().unwrap();
+        for (topic, offset, says) in [("t", -5, "offset -5"), ("bad topic!", 1, "bad topic!")] {
+            let offsets = BTreeMap::from([(TopicPartition::new(topic, 0), offset)]);
+            let e = c.commit_offsets(&offsets).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { property: "commit_offsets", problem } if problem.contains(says)),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -114,34 +114,19 @@ impl MemberConfig {
                 format!("duplicate assignor names in {names:?}"),
             );
         }
-        if self.topics.iter().any(|t| t.is_empty()) {
-            return err("topics", "topic names must not be empty".into());
+        // A name the broker cannot have would otherwise be subscribed to and silently match
+        // nothing.
+        for t in &self.topics {
+            crate::names::check_topic("topics", t)?;
         }
         Ok(())
     }
 }
 
 /// Kafka's rule for `group.instance.id` (and topic names): 1 to 249 characters of
-/// `[a-zA-Z0-9._-]`.
+/// `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_instance_id(id: &str) -> Result<()> {
-    let problem = if id.is_empty() {
-        Some("must not be empty".to_string())
-    } else if id.len() > 249 {
-        Some(format!("is {} characters long, the maximum is 249", id.len()))
-    } else if id == "." || id == ".." {
-        Some(format!("{id:?} is not allowed"))
-    } else {
-        id.chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-            .map(|c| format!("{id:?} contains {c:?}; only [a-zA-Z0-9._-] are allowed"))
-    };
-    match problem {
-        Some(problem) => Err(Error::Config {
-            property: "group.instance.id",
-            problem,
-        }),
-        None => Ok(()),
-    }
+    crate::names::check("group.instance.id", id)
 }
 
 #[cfg(test)]
@@ -187,6 +172,38 @@ mod tests {
         c = MemberConfig::new("g");
         c.assignors.push(Arc::new(RangeAssignor));
         assert!(c.validate().is_err());
+        for bad in ["bad topic!", "", ".."] {
+            c = MemberConfig::new("g");
+            c.topics = vec!["ok".into(), bad.into()];
+            assert!(
+                matches!(
+                    c.validate(),
+                    Err(Error::Config {
+                        property: "topics",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        c = MemberConfig::new("g");
+        c.session_timeout = Duration::MAX;
+        assert!(matches!(
+            c.validate(),
+            Err(Error::Config {
+                property: "session.timeout.ms",
+                ..
+            })
+        ));
+        c = MemberConfig::new("g");
+        c.rebalance_timeout = Duration::from_secs(u64::MAX);
+        assert!(matches!(
+            c.validate(),
+            Err(Error::Config {
+                property: "max.poll.interval.ms",
+                ..
+            })
+        ));
         c = MemberConfig::new("g");
         c.group_instance_id = Some("bad id".into());
         assert!(matches!(

@@ -91,21 +91,22 @@ impl MemberBuilder {
     }
 
     /// `session.timeout.ms`: how long the coordinator waits for a heartbeat before evicting
-    /// the member. Default 45 s. Must lie within the broker's `group.min/max.session.timeout.ms`.
+    /// the member. Default 45 s; above zero and at most `i32::MAX` ms. Must lie within the
+    /// broker's `group.min/max.session.timeout.ms`.
     pub fn session_timeout(mut self, t: Duration) -> Self {
         self.config.session_timeout = t;
         self
     }
 
-    /// `heartbeat.interval.ms`: time between heartbeats; must be below the session timeout
-    /// (a third of it is usual). Default 3 s.
+    /// `heartbeat.interval.ms`: time between heartbeats; above zero and below the session
+    /// timeout (a third of it is usual). Default 3 s.
     pub fn heartbeat_interval(mut self, t: Duration) -> Self {
         self.config.heartbeat_interval = t;
         self
     }
 
     /// `max.poll.interval.ms`: sent as the rebalance timeout, the time each member has to
-    /// rejoin during a rebalance. Default 300 s.
+    /// rejoin during a rebalance. Default 300 s; above zero and at most `i32::MAX` ms.
     pub fn rebalance_timeout(mut self, t: Duration) -> Self {
         self.config.rebalance_timeout = t;
         self
@@ -130,7 +131,8 @@ impl MemberBuilder {
         self
     }
 
-    /// The topics to subscribe to. Default: none.
+    /// The topics to subscribe to, each a valid Kafka topic name (1 to 249 characters of
+    /// `[a-zA-Z0-9._-]`, not `.` or `..`). Default: none.
     pub fn topics<I, S>(mut self, topics: I) -> Self
     where
         I: IntoIterator<Item = S>,

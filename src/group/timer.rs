@@ -1,6 +1,7 @@
 //! Heartbeat timing as a pure value that is told the time, so every rule is tested without
 //! threads or sleeps.
 
+use crate::deadline::at;
 use std::time::{Duration, Instant};
 
 /// When to send the next heartbeat and whether the session has lapsed on our side.
@@ -23,7 +24,7 @@ impl HeartbeatTimer {
             retry_backoff,
             // The JoinGroup answer itself proved the session alive; the first heartbeat is due one
             // interval later.
-            next_send: now + interval,
+            next_send: at(now, interval),
             last_success: now,
             in_flight_since: None,
         }
@@ -31,7 +32,7 @@ impl HeartbeatTimer {
 
     /// Restarts the session clock (a new generation was joined).
     pub fn reset(&mut self, now: Instant) {
-        self.next_send = now + self.interval;
+        self.next_send = at(now, self.interval);
         self.last_success = now;
         self.in_flight_since = None;
     }
@@ -57,19 +58,19 @@ impl HeartbeatTimer {
     pub fn on_success(&mut self, now: Instant) {
         let sent = self.in_flight_since.take().unwrap_or(now);
         self.last_success = now;
-        self.next_send = (sent + self.interval).max(now);
+        self.next_send = at(sent, self.interval).max(now);
     }
 
     /// Records a failed attempt; retry after `retry.backoff.ms`, never later than the regular
     /// interval would have been.
     pub fn on_failure(&mut self, now: Instant) {
         self.in_flight_since = None;
-        self.next_send = now + self.retry_backoff.min(self.interval);
+        self.next_send = at(now, self.retry_backoff.min(self.interval));
     }
 
     /// The instant the broker will consider us dead if no heartbeat succeeds before it.
     pub fn session_deadline(&self) -> Instant {
-        self.last_success + self.session_timeout
+        at(self.last_success, self.session_timeout)
     }
 
     /// Whether no heartbeat succeeded for a whole session timeout.
@@ -138,5 +139,18 @@ mod tests {
         t.reset(t0 + 20_000 * MS);
         assert!(!t.session_expired(t0 + 25_000 * MS));
         assert_eq!(t.time_to_next(t0 + 20_000 * MS), 3000 * MS);
+    }
+
+    #[test]
+    fn huge_durations_saturate() {
+        let t0 = Instant::now();
+        let mut t = HeartbeatTimer::new(t0, Duration::MAX, Duration::MAX, Duration::MAX);
+        assert!(!t.should_send(t0 + 3600 * 1000 * MS));
+        assert!(!t.session_expired(t0 + 3600 * 1000 * MS));
+        t.on_sent(t0);
+        t.on_success(t0);
+        t.on_failure(t0);
+        t.reset(t0);
+        assert!(t.time_to_next(t0) > 3600 * 1000 * MS);
     }
 }

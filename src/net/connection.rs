@@ -115,6 +115,13 @@ impl Connection {
         Self::connect_by(addr, config, crate::deadline::after(Duration::MAX))
     }
 
+    /// [`connect`](Self::connect), with the TCP connect and the handshake each bounded by
+    /// `limit` as well (when shorter than their own timeouts), for an operation with little
+    /// time left.
+    pub(crate) fn connect_within(addr: &str, config: &ConnectionConfig, limit: Option<Duration>) -> Result<Connection> {
+        Self::connect_by(addr, config, crate::deadline::after(limit.unwrap_or(Duration::MAX)))
+    }
+
     /// [`connect`](Self::connect), giving up at `deadline`: the connect and the handshake each
     /// wait at most their configured timeout or what is left, whichever is shorter. Later
     /// requests on the connection use the configured timeouts as usual.

@@ -12,6 +12,7 @@ mod consumer_tests;
 mod demo_tests;
 mod group_tests;
 mod harness;
+mod hostile_api_tests;
 mod interop_tests;
 mod no_loss_tests;
 mod producer_tests;

@@ -152,7 +152,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         .bootstrap_servers(bootstrap)
         .client_id("kafka-group-cli")
         .api_timeout(timeout)
-        .request_timeout(timeout)
+        // request.timeout.ms is an int32 of milliseconds; a longer --timeout still bounds the
+        // whole command through the api timeout.
+        .request_timeout(timeout.min(Duration::from_millis(i32::MAX as u64)))
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .build()?;
     let ctx = Ctx {

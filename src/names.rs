@@ -1,0 +1,82 @@
+//! Kafka's rule for the names it stores as files or keys — topics and `group.instance.id`:
+//! 1 to 249 characters of `[a-zA-Z0-9._-]`, and not `.` or `..`. Checked on the client so that
+//! a bad name fails with the property it came from instead of a broker error, or, for a
+//! subscription, instead of silently matching nothing.
+
+use crate::error::{Error, Result};
+
+/// The longest name Kafka accepts (a topic's directory also carries the partition number).
+pub(crate) const MAX_LEN: usize = 249;
+
+/// Checks `name` against Kafka's rule; the error names `property` (`group.instance.id`,
+/// `subscribe`, `topic` …).
+pub(crate) fn check(property: &'static str, name: &str) -> Result<()> {
+    let problem = if name.is_empty() {
+        Some("must not be empty".to_string())
+    } else if name.len() > MAX_LEN {
+        Some(format!(
+            "is {} characters long, the maximum is {MAX_LEN}",
+            name.chars().count()
+        ))
+    } else if name == "." || name == ".." {
+        Some(format!("{name:?} is not allowed"))
+    } else {
+        name.chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+            .map(|c| format!("{name:?} contains {c:?}; only [a-zA-Z0-9._-] are allowed"))
+    };
+    match problem {
+        Some(problem) => Err(Error::Config { property, problem }),
+        None => Ok(()),
+    }
+}
+
+/// [`check`] for a topic name.
+pub(crate) fn check_topic(property: &'static str, topic: &str) -> Result<()> {
+    check(property, topic).map_err(|e| match e {
+        Error::Config { property, problem } => Error::Config {
+            property,
+            problem: format!("topic {problem}"),
+        },
+        other => other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(name: &str) -> Option<String> {
+        match check("topic", name) {
+            Ok(()) => None,
+            Err(Error::Config { property, problem }) => {
+                assert_eq!(property, "topic");
+                Some(problem)
+            }
+            Err(other) => panic!("not a config error: {other}"),
+        }
+    }
+
+    #[test]
+    fn kafka_naming_rule() {
+        assert_eq!(problem("worker-1.eu_west"), None);
+        assert_eq!(problem(&"a".repeat(249)), None);
+        assert_eq!(problem("..a"), None);
+        assert!(problem(&"a".repeat(250)).unwrap().contains("250 characters"));
+        assert!(problem("").unwrap().contains("empty"));
+        assert!(problem("bad topic!").unwrap().contains("' '"));
+        assert!(problem("é").is_some());
+        assert!(problem(".").is_some());
+        assert!(problem("..").is_some());
+        assert!(problem("a/b").is_some());
+    }
+
+    #[test]
+    fn topic_errors_say_it_is_a_topic() {
+        let e = check_topic("subscribe", "a b").unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { property: "subscribe", problem } if problem.starts_with("topic \"a b\"")),
+            "{e}"
+        );
+    }
+}
