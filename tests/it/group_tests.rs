@@ -2,7 +2,7 @@
 
 use crate::support::{broker, create_topic, thread_names, unique_name, wait_for};
 use kafka_group::group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
-use kafka_group::{Admin, Client, ClientBuilder, Consumer, Error};
+use kafka_group::{Admin, Client, ClientBuilder, Consumer, Error, KafkaCode};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -594,6 +594,51 @@ mod through_the_proxy {
         );
         p.blackhole(false);
         drop(b);
+    }
+
+    /// Issue 12: the restarted leader that skipped the assignment cannot read the group's
+    /// assignment. A passing failure (the coordinator loading) is retried at the next polls,
+    /// not given up on until `metadata.max.age.ms` (300 s, the default, here); a lasting one
+    /// (access denied) makes it rebalance rather than trust an assignment it cannot see.
+    /// Either way the partition added before the restart gets its owner.
+    #[test]
+    fn a_restarted_leader_that_cannot_read_the_assignment_retries_or_rebalances() {
+        for (code, times) in [
+            (KafkaCode::CoordinatorLoadInProgress, 3),
+            (KafkaCode::GroupAuthorizationFailed, 1),
+        ] {
+            let p = Proxy::start(proxy::upstream_for("kraft-3.9"), "kraft-3.9");
+            let c = client(&p.bootstrap());
+            let topic = topic_with_partitions(&c, 2);
+            let group = unique_name("kip814-describe");
+            let a = Running::start(static_member(&c, &group, &topic, "a"));
+            wait_for("a to own both partitions", Duration::from_secs(30), || {
+                converged([&a], 2)
+            });
+            Admin::new(&c)
+                .create_partitions(&[(topic.as_str(), 3)], Duration::from_secs(30))
+                .unwrap();
+            a.stop().close().unwrap();
+            p.fail_describe_groups(code, times);
+            let a = Running::start(static_member(&c, &group, &topic, "a"));
+            wait_for(
+                &format!("{code}: the restarted leader to own all three partitions"),
+                Duration::from_secs(30),
+                || converged([&a], 3),
+            );
+            assert_eq!(
+                p.describe_groups_failures_left(),
+                0,
+                "{code}: every failure was served"
+            );
+            let m = a.stop();
+            assert_eq!(
+                m.metrics().skipped_assignments,
+                1,
+                "{code}: KIP-814 skip expected"
+            );
+            m.close().unwrap();
+        }
     }
 }
 
