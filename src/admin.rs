@@ -834,7 +834,7 @@ fn delete_topics_request(names: &[&str], timeout_ms: i32, version: i16) -> Delet
 
 /// DescribeGroups for one group, without authorized operations (v3+ would compute them for
 /// nothing).
-fn describe_groups_request(group: &str) -> DescribeGroupsRequest {
+pub(crate) fn describe_groups_request(group: &str) -> DescribeGroupsRequest {
     DescribeGroupsRequest {
         groups: vec![group.into()],
         ..Default::default()
@@ -862,7 +862,7 @@ fn leave_group_request(group: &str, instance_ids: &[&str]) -> LeaveGroupRequest 
     }
 }
 
-fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupDescription> {
+pub(crate) fn group_description(group: &str, resp: DescribeGroupsResponse) -> Result<GroupDescription> {
     let Some(g) = resp.groups.into_iter().find(|g| g.group_id == group) else {
         let message = Some(format!("group {group}: missing from the response"));
         return Err(Error::Kafka {

@@ -636,6 +636,12 @@ impl Client {
         self.lookup_coordinator_within(group, None)
     }
 
+    /// [`lookup_coordinator`](Self::lookup_coordinator), connecting and waiting no longer than
+    /// until `deadline`.
+    pub(crate) fn lookup_coordinator_by(&self, group: &str, deadline: Instant) -> Result<Broker> {
+        self.lookup_coordinator_within(group, Some(deadline))
+    }
+
     fn lookup_coordinator_within(&self, group: &str, deadline: Option<Instant>) -> Result<Broker> {
         let resp: FindCoordinatorResponse =
             self.send_any_within(deadline, |version| find_coordinator_request(group, version))?;

@@ -74,7 +74,11 @@ impl Stop {
 
     /// Registers the socket a request is about to block on (`None` once it is dropped).
     fn watch(&self, conn: Option<&Connection>) {
-        *lock(&self.socket) = conn.and_then(Connection::interrupter);
+        self.watch_socket(conn.and_then(Connection::interrupter));
+    }
+
+    fn watch_socket(&self, socket: Option<Interrupter>) {
+        *lock(&self.socket) = socket;
         // A stop that came between the check and the registration still reaches the socket.
         if self.requested() {
             self.interrupt();
@@ -398,7 +402,12 @@ impl Worker {
         // then the broker has given up on us, and the timer must get to report the expiry.
         let session_end = a.timer.session_deadline();
         if a.conn.is_none() {
-            let conn = Connection::connect_by(&a.coordinator.addr(), client.connection_config(), session_end);
+            let conn = Connection::connect_watched(
+                &a.coordinator.addr(),
+                client.connection_config(),
+                session_end,
+                &|socket| stop.watch_socket(socket),
+            );
             a.conn = Some(conn?);
         }
         stop.watch(a.conn.as_ref());

@@ -11,6 +11,7 @@ use super::assignment::{Assignment, Subscription, TopicPartition};
 use super::assignor::{Assignor, MemberSubscription};
 use super::config::{MemberConfig, OldBrokerPolicy};
 use super::heartbeat::{Command, Event, HeartbeatHandle};
+use super::leader::{self, LeaderSnapshot, Unchecked};
 use super::metrics::{MemberMetrics, Metrics};
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::client::{Broker, Client};
@@ -119,7 +120,9 @@ impl MemberBuilder {
     }
 
     /// `metadata.max.age.ms`: how often the leader re-checks the subscribed topics for
-    /// partition changes. Default 300 s.
+    /// partition changes. Default 300 s. A restarted static leader told to keep the group's
+    /// assignment (KIP-814) does not wait for this: it checks at once that the assignment
+    /// covers every partition (see [`GroupMember`]).
     pub fn metadata_max_age(mut self, t: Duration) -> Self {
         self.config.metadata_max_age = t;
         self
@@ -214,6 +217,15 @@ impl MemberBuilder {
 /// heartbeat thread. Use it directly to coordinate work by partition without consuming through
 /// Kafka; [`Consumer`](crate::Consumer) wraps it to fetch and commit.
 ///
+/// As the group's leader it rebalances when the subscribed topics change: every
+/// `metadata.max.age.ms` it compares their partition counts with those the group's
+/// assignment was made for. A restarted static leader that a Kafka 3.2+ coordinator tells to
+/// skip the assignment (KIP-814) keeps the group's assignment only after reading it
+/// (DescribeGroups) and finding that it covers every partition of the subscribed topics
+/// exactly once; otherwise — partitions added while the old leader ran, say — it rebalances
+/// at once. If the assignment cannot be read for the moment, it tries again at each
+/// [`poll`](Self::poll) (every `retry.backoff.ms`); if it cannot be read at all, it rebalances.
+///
 /// ```no_run
 /// use kafka_group::group::GroupEvent;
 /// use kafka_group::Client;
@@ -254,8 +266,8 @@ pub struct GroupMember {
     metrics: Arc<Metrics>,
     /// A rejoin is pending; `true` when it must use an empty member id.
     rejoin: Option<bool>,
-    /// Partition counts of the subscribed topics when this member last led an assignment.
-    leader_snapshot: Option<BTreeMap<String, i32>>,
+    /// What this member, when it leads, compares the subscribed topics' metadata with.
+    leader_snapshot: Option<LeaderSnapshot>,
     last_metadata_check: Instant,
     last_generation: Option<i32>,
     /// The join in progress, kept across calls (see [`Joining`]).
@@ -302,6 +314,10 @@ enum Joining {
         sent: Instant,
     },
 }
+
+/// The least time a coordinator lookup (and the connection to the coordinator) is given, however
+/// little the caller left: a poll is late by at most this when the coordinator is unreachable.
+const MIN_LOOKUP: Duration = Duration::from_secs(1);
 
 /// Repeated join failures (a closed port, a coordinator that keeps moving) are logged at warn at
 /// most this often; the ones in between at debug.
@@ -660,6 +676,10 @@ impl GroupMember {
             instance_id: self.instance_id_to_send(),
         });
         let is_leader = resp.leader == resp.member_id;
+        if !is_leader {
+            // A former leader's watch of the topics is the new leader's job now.
+            self.leader_snapshot = None;
+        }
         log::info!(
             "{}: joined in {join_time:?} ({} protocol {}, {} members{})",
             self.ctx(),
@@ -982,8 +1002,11 @@ impl GroupMember {
             let since = *self.discovery_since.get_or_insert_with(Instant::now);
             let group = self.config.group_id.clone();
             let config = self.client.connection_config().clone();
-            let found = self.client.lookup_coordinator(&group).and_then(|b| {
-                let c = Connection::connect_by(&b.addr(), &config, deadline)?;
+            // A call with no time left still gets one lookup of a useful length, or a poll(0)
+            // loop would never find its coordinator.
+            let by = deadline.max(crate::deadline::after(MIN_LOOKUP));
+            let found = self.client.lookup_coordinator_by(&group, by).and_then(|b| {
+                let c = Connection::connect_by(&b.addr(), &config, by)?;
                 Ok((b, c))
             });
             match found {
@@ -1119,6 +1142,13 @@ impl GroupMember {
     }
 
     /// The leader's part: decode subscriptions, look up partition counts, run the assignor.
+    ///
+    /// A restarted static leader that the coordinator tells to skip the assignment (KIP-814
+    /// `skip_assignment`) sends none; instead it checks that the assignment the group keeps
+    /// was made for the partitions the subscribed topics have now (see
+    /// [`check_kept_assignment`](Self::check_kept_assignment)), because partitions added
+    /// while the old leader ran may be in the metadata it sees at its rejoin but owned by
+    /// no one.
     fn lead(&mut self, resp: &JoinGroupResponse) -> Result<Vec<SyncGroupRequestAssignment>> {
         let protocol = resp.protocol_name.clone().unwrap_or_default();
         let assignor = self
@@ -1148,23 +1178,27 @@ impl GroupMember {
                 subscription,
             });
         }
-        let partitions = self.partition_counts(
-            members
-                .iter()
-                .flat_map(|m| m.subscription.topics.iter().map(String::as_str)),
-        )?;
-        self.leader_snapshot = Some(partitions.clone());
+        let topics: BTreeSet<String> = members
+            .iter()
+            .flat_map(|m| m.subscription.topics.iter().cloned())
+            .collect();
+        let partitions = self.partition_counts(topics.iter().map(String::as_str))?;
         if resp.skip_assignment {
-            // KIP-814: a static leader that restarted keeps the group's current assignment;
-            // it still watches the subscribed topics (snapshot above) and rebalances if they
-            // change.
             log::info!(
-                "{}: leader rejoined with skip_assignment; keeping the current assignment",
+                "{}: leader rejoined with skip_assignment; checking that the group's assignment covers the subscribed topics",
                 self.ctx()
             );
             self.metrics.skipped_assignment();
+            // Unchecked until the group's assignment is read: the partition counts at our
+            // rejoin say nothing about what the assignment was made for.
+            self.leader_snapshot = Some(LeaderSnapshot { topics, counts: None });
+            self.check_kept_assignment(&partitions);
             return Ok(Vec::new());
         }
+        self.leader_snapshot = Some(LeaderSnapshot {
+            topics,
+            counts: Some(partitions.clone()),
+        });
         let assigned = assignor.assign(&members, &partitions);
         Ok(assigned
             .into_iter()
@@ -1194,29 +1228,131 @@ impl GroupMember {
             .collect())
     }
 
-    /// The leader rebalances when a subscribed topic gains partitions or appears/disappears.
+    /// The leader rebalances when a subscribed topic (of any member) gains partitions or
+    /// appears/disappears: every `metadata.max.age.ms`, comparing the metadata with the
+    /// partition counts the group's assignment was made for. A leader that skipped the
+    /// assignment and could not yet read the group's assignment retries that instead, every
+    /// `retry.backoff.ms`, so a failed DescribeGroups is not the end of the check.
     fn check_leader_metadata(&mut self) {
         let Some(snapshot) = &self.leader_snapshot else {
             return;
         };
+        let due = if snapshot.counts.is_some() {
+            self.config.metadata_max_age
+        } else {
+            self.config.retry_backoff
+        };
+        // With a rejoin pending the next join leads (or follows) anew; nothing to check.
         if self.state.state() != MemberState::Stable
-            || self.last_metadata_check.elapsed() < self.config.metadata_max_age
+            || self.rejoin.is_some()
+            || self.last_metadata_check.elapsed() < due
         {
             return;
         }
         self.last_metadata_check = Instant::now();
-        let topics = snapshot.keys().chain(&self.config.topics).map(String::as_str);
-        match self.partition_counts(topics) {
-            Ok(now) if &now != snapshot => {
+        let topics: BTreeSet<String> = snapshot
+            .topics
+            .iter()
+            .chain(&self.config.topics)
+            .cloned()
+            .collect();
+        let expected = snapshot.counts.clone();
+        let now = match self.partition_counts(topics.iter().map(String::as_str)) {
+            Ok(now) => now,
+            Err(e) => {
+                log::debug!("{}: metadata check failed: {e}", self.ctx());
+                return;
+            }
+        };
+        match expected {
+            Some(expected) if now != expected => {
                 log::info!(
-                    "{}: subscribed topics changed ({snapshot:?} -> {now:?}); rebalancing",
+                    "{}: subscribed topics changed ({expected:?} -> {now:?}); rebalancing",
                     self.ctx()
                 );
                 self.schedule_rejoin(false);
             }
-            Ok(_) => {}
-            Err(e) => log::debug!("{}: metadata check failed: {e}", self.ctx()),
+            Some(_) => {}
+            None => self.check_kept_assignment(&now),
         }
+    }
+
+    /// KIP-814: reads the assignment the group keeps (DescribeGroups) and compares the
+    /// partition counts it was made for with `now`, the subscribed topics' counts in the
+    /// metadata; rebalances when they differ (a partition owned by no one or by two, a topic
+    /// nobody owns). Records those counts, not `now`, as the snapshot, so that the periodic
+    /// check also compares later metadata with what the group owns. When the assignment
+    /// cannot be read for now (see [`Unchecked::is_transient`]) the snapshot stays unchecked
+    /// and [`check_leader_metadata`](Self::check_leader_metadata) tries again; when it cannot
+    /// be read at all, the leader rebalances rather than trust what it cannot see.
+    fn check_kept_assignment(&mut self, now: &BTreeMap<String, i32>) {
+        let kept = match self.kept_assignments() {
+            Ok(kept) => kept,
+            Err(e) if e.is_transient() => {
+                log::info!(
+                    "{}: cannot read the group's assignment yet ({e}); checking again",
+                    self.ctx()
+                );
+                return;
+            }
+            Err(e) => {
+                log::warn!(
+                    "{}: cannot read the group's assignment ({e}); rebalancing instead of keeping it",
+                    self.ctx()
+                );
+                self.schedule_rejoin(false);
+                return;
+            }
+        };
+        let covered = leader::assigned_counts(&kept);
+        if &covered == now {
+            log::info!(
+                "{}: the group's assignment covers the subscribed topics ({now:?}); keeping it",
+                self.ctx()
+            );
+        } else {
+            let unowned: Vec<String> = leader::unowned(now, &kept)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            log::info!(
+                "{}: the group's assignment was made for {covered:?}, the subscribed topics have {now:?} (owned by no one: [{}]); rebalancing",
+                self.ctx(),
+                unowned.join(", ")
+            );
+            self.schedule_rejoin(false);
+        }
+        if let Some(s) = &mut self.leader_snapshot {
+            s.counts = Some(covered);
+        }
+    }
+
+    /// The members' assignments as the coordinator keeps them, from DescribeGroups over the
+    /// member's own coordinator connection.
+    fn kept_assignments(&mut self) -> std::result::Result<Vec<Assignment>, Unchecked> {
+        let group = self.config.group_id.clone();
+        let described = self
+            .coordinator_request(|_| crate::admin::describe_groups_request(&group))
+            .and_then(|resp| crate::admin::group_description(&group, resp));
+        let described = match described {
+            Ok(d) => d,
+            Err(e) => {
+                if e.kafka_code()
+                    .is_some_and(|c| classify(c) == GroupAction::RediscoverCoordinator)
+                {
+                    self.forget_coordinator();
+                }
+                return Err(Unchecked::Request(e));
+            }
+        };
+        leader::kept_assignments(
+            &described.state,
+            described
+                .members
+                .iter()
+                .map(|m| (m.member_id.as_str(), &m.assignment)),
+        )
+        .map_err(Unchecked::Answer)
     }
 
     /// Asks for a rebalance at the next [`poll`](Self::poll) (e.g. after the application

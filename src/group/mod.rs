@@ -2,14 +2,16 @@
 //! per member.
 //!
 //! Pure logic — the [state machine](state), the [heartbeat timer](timer), the
-//! [error classification](action), the [assignors](assignor) — is kept apart from the thread
-//! (`heartbeat.rs`) and the requests ([`member`]).
+//! [error classification](action), the [assignors](assignor), what a restarted leader checks
+//! of the assignment it keeps (`leader.rs`) — is kept apart from the thread (`heartbeat.rs`)
+//! and the requests ([`member`]).
 
 pub mod action;
 pub mod assignment;
 pub mod assignor;
 pub mod config;
 mod heartbeat;
+mod leader;
 pub mod member;
 mod metrics;
 pub mod state;

@@ -126,6 +126,18 @@ impl Connection {
     /// wait at most their configured timeout or what is left, whichever is shorter. Later
     /// requests on the connection use the configured timeouts as usual.
     pub fn connect_by(addr: &str, config: &ConnectionConfig, deadline: Instant) -> Result<Connection> {
+        Self::connect_watched(addr, config, deadline, &|_| {})
+    }
+
+    /// [`connect_by`](Self::connect_by), handing `watch` an [`Interrupter`] for the socket as
+    /// soon as the TCP connection is up, so that another thread can cut the handshake short
+    /// (and `None` once the handshake is over).
+    pub(crate) fn connect_watched(
+        addr: &str,
+        config: &ConnectionConfig,
+        deadline: Instant,
+        watch: &dyn Fn(Option<Interrupter>),
+    ) -> Result<Connection> {
         let resolved: Vec<SocketAddr> = addr
             .to_socket_addrs()
             .map_err(|source| Error::Io {
@@ -139,7 +151,10 @@ impl Connection {
             match TcpStream::connect_timeout(&peer, connect_timeout) {
                 Ok(stream) => {
                     let mut conn = Connection::from_stream(stream, addr, peer, config)?;
-                    conn.handshake(crate::deadline::clamp(config.request_timeout, deadline))?;
+                    watch(conn.interrupter());
+                    let shaken = conn.handshake(crate::deadline::clamp(config.request_timeout, deadline));
+                    watch(None);
+                    shaken?;
                     return Ok(conn);
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {

@@ -2,7 +2,7 @@
 
 use crate::support::{broker, create_topic, thread_names, unique_name, wait_for};
 use kafka_group::group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
-use kafka_group::{Admin, Client, ClientBuilder, Error};
+use kafka_group::{Admin, Client, ClientBuilder, Consumer, Error, KafkaCode};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -595,4 +595,232 @@ mod through_the_proxy {
         p.blackhole(false);
         drop(b);
     }
+
+    /// Issue 12: the restarted leader that skipped the assignment cannot read the group's
+    /// assignment. A passing failure (the coordinator loading) is retried at the next polls,
+    /// not given up on until `metadata.max.age.ms` (300 s, the default, here); a lasting one
+    /// (access denied) makes it rebalance rather than trust an assignment it cannot see.
+    /// Either way the partition added before the restart gets its owner.
+    #[test]
+    fn a_restarted_leader_that_cannot_read_the_assignment_retries_or_rebalances() {
+        for (code, times) in [
+            (KafkaCode::CoordinatorLoadInProgress, 3),
+            (KafkaCode::GroupAuthorizationFailed, 1),
+        ] {
+            let p = Proxy::start(proxy::upstream_for("kraft-3.9"), "kraft-3.9");
+            let c = client(&p.bootstrap());
+            let topic = topic_with_partitions(&c, 2);
+            let group = unique_name("kip814-describe");
+            let a = Running::start(static_member(&c, &group, &topic, "a"));
+            wait_for("a to own both partitions", Duration::from_secs(30), || {
+                converged([&a], 2)
+            });
+            Admin::new(&c)
+                .create_partitions(&[(topic.as_str(), 3)], Duration::from_secs(30))
+                .unwrap();
+            a.stop().close().unwrap();
+            p.fail_describe_groups(code, times);
+            let a = Running::start(static_member(&c, &group, &topic, "a"));
+            wait_for(
+                &format!("{code}: the restarted leader to own all three partitions"),
+                Duration::from_secs(30),
+                || converged([&a], 3),
+            );
+            assert_eq!(
+                p.describe_groups_failures_left(),
+                0,
+                "{code}: every failure was served"
+            );
+            let m = a.stop();
+            assert_eq!(
+                m.metrics().skipped_assignments,
+                1,
+                "{code}: KIP-814 skip expected"
+            );
+            m.close().unwrap();
+        }
+    }
+}
+
+/// What the test sees of a static consumer polled in its own thread.
+#[derive(Debug, Default, Clone)]
+struct ConsumerSeen {
+    state: Option<MemberState>,
+    generation: i32,
+    assignment: BTreeSet<TopicPartition>,
+    error: Option<String>,
+    skipped_assignments: u64,
+}
+
+/// A static consumer polled in a background thread; every record it returns goes into the
+/// shared `consumed` set as (partition, offset).
+struct Consuming {
+    instance: String,
+    seen: Arc<Mutex<ConsumerSeen>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Option<Consumer>>>,
+}
+
+impl Consuming {
+    fn start(
+        client: &Client,
+        group: &str,
+        topic: &str,
+        instance: &str,
+        consumed: &Arc<Mutex<BTreeSet<(i32, i64)>>>,
+    ) -> Self {
+        let mut consumer = crate::consumer_tests::builder(client, group, topic)
+            .group_instance_id(instance)
+            .build()
+            .unwrap();
+        let seen = Arc::new(Mutex::new(ConsumerSeen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen2, stop2, consumed) = (seen.clone(), stop.clone(), consumed.clone());
+        let handle = std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                let polled = consumer.poll(Duration::from_millis(100));
+                let mut s = seen2.lock().unwrap();
+                match polled {
+                    Ok(p) => consumed
+                        .lock()
+                        .unwrap()
+                        .extend(p.records.iter().map(|r| (r.partition, r.offset))),
+                    Err(e) => {
+                        s.error = Some(e.to_string());
+                        return None;
+                    }
+                }
+                let member = consumer.member();
+                s.state = Some(member.state());
+                s.generation = member.generation().map_or(-1, |g| g.id);
+                s.assignment = consumer.assignment().into_iter().collect();
+                s.skipped_assignments = member.metrics().skipped_assignments;
+            }
+            Some(consumer)
+        });
+        Consuming {
+            instance: instance.to_string(),
+            seen,
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn seen(&self) -> ConsumerSeen {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Stops polling and closes the consumer as a process shutting down would: a static member
+    /// sends no LeaveGroup, so a restart within the session timeout takes its place.
+    fn close(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let consumer = self.handle.take().unwrap().join().unwrap();
+        let consumer = consumer.unwrap_or_else(|| panic!("{}: {:?}", self.instance, self.seen().error));
+        consumer.close().unwrap();
+    }
+}
+
+impl Drop for Consuming {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// All consumers stable in one generation, their assignments covering partitions
+/// `0..partitions` of `topic`, each exactly once.
+fn consumers_cover(cs: &[Consuming], topic: &str, partitions: i32) -> bool {
+    let seen: Vec<ConsumerSeen> = cs.iter().map(Consuming::seen).collect();
+    let all: BTreeSet<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
+    let total: usize = seen.iter().map(|s| s.assignment.len()).sum();
+    let union: BTreeSet<TopicPartition> = seen.iter().flat_map(|s| s.assignment.iter().cloned()).collect();
+    seen.iter()
+        .all(|s| s.state == Some(MemberState::Stable) && s.generation == seen[0].generation)
+        && total == all.len()
+        && union == all
+}
+
+/// Issue 12: a subscribed topic grows from `before` to `after` partitions, then every static
+/// member restarts in turn within the session timeout, the leader (the first instance) in the
+/// middle of the others or alone. The restarted leader is told to skip the assignment
+/// (KIP-814) and learns the new partition count at its rejoin, so only the group's assignment
+/// can tell it that the new partitions have no owner: the group must end up owning every
+/// partition, and the records on the new ones must be consumed. The metadata check interval
+/// stays at its default (300 s), so the periodic check cannot be what fixes it.
+fn rolling_restart_after_topic_growth(instances: &[&str], before: i32, after: i32) {
+    let client = client(broker::shared().bootstrap());
+    let topic = topic_with_partitions(&client, before);
+    let group = unique_name("kip814-grow");
+    let consumed = Arc::new(Mutex::new(BTreeSet::new()));
+    let start = |instance: &str| Consuming::start(&client, &group, &topic, instance, &consumed);
+    // The first instance joins alone, so it leads.
+    let mut cs = vec![start(instances[0])];
+    wait_for("the leader to be stable", Duration::from_secs(30), || {
+        consumers_cover(&cs, &topic, before)
+    });
+    cs.extend(instances[1..].iter().map(|i| start(i)));
+    wait_for("the group to converge", Duration::from_secs(60), || {
+        consumers_cover(&cs, &topic, before)
+    });
+    let generation = cs[0].seen().generation;
+    Admin::new(&client)
+        .create_partitions(&[(topic.as_str(), after)], Duration::from_secs(30))
+        .unwrap();
+    const PER_PARTITION: i64 = 20;
+    for p in 0..after {
+        let values: Vec<String> = (0..PER_PARTITION).map(|i| format!("p{p}-{i}")).collect();
+        crate::consumer_tests::produce(&client, &topic, p, &values);
+    }
+    // Followers first, then the leader, then the rest: the leader's restart is neither the
+    // first nor the last thing to happen to the group.
+    let mut order: Vec<usize> = (1..instances.len()).collect();
+    order.insert(order.len().min(1), 0);
+    for i in order {
+        let instance = cs[i].instance.clone();
+        // The replacement starts only once the old one is closed, as a restarted process
+        // would, so the two never fence each other.
+        cs.remove(i).close();
+        cs.insert(i, start(&instance));
+        wait_for(
+            &format!("restarted {instance} to be stable"),
+            Duration::from_secs(30),
+            || cs[i].seen().state == Some(MemberState::Stable),
+        );
+    }
+    // The scenario of the bug, not a rebalance for some other reason (a restart beyond the
+    // session timeout): the restarted leader was told to keep the group's assignment.
+    assert_eq!(
+        cs[0].seen().skipped_assignments,
+        1,
+        "KIP-814 skip_assignment expected for the restarted leader"
+    );
+    wait_for(
+        &format!("every one of the {after} partitions to be assigned exactly once"),
+        Duration::from_secs(60),
+        || consumers_cover(&cs, &topic, after),
+    );
+    assert!(cs[0].seen().generation > generation, "the group rebalanced");
+    let expected: BTreeSet<(i32, i64)> = (0..after)
+        .flat_map(|p| (0..PER_PARTITION).map(move |o| (p, o)))
+        .collect();
+    wait_for(
+        "the records of every partition, the new ones included, to be consumed",
+        Duration::from_secs(30),
+        || consumed.lock().unwrap().is_superset(&expected),
+    );
+    for c in &cs {
+        assert_eq!(c.seen().error, None, "{}", c.instance);
+    }
+}
+
+#[test]
+fn rolling_restart_after_topic_growth_assigns_the_new_partitions() {
+    rolling_restart_after_topic_growth(&["a", "b", "c"], 6, 8);
+}
+
+#[test]
+fn restart_of_a_lone_static_member_after_topic_growth_assigns_the_new_partitions() {
+    rolling_restart_after_topic_growth(&["a"], 2, 3);
 }

@@ -12,15 +12,17 @@
 //! The real broker must still serve the old versions the emulated release advertises: Kafka 4.x
 //! removed many of them (KIP-896), so releases older than 2.1 need a Kafka 3.9 upstream.
 //!
-//! Fault hooks ([`Proxy::drop_connections`], [`Proxy::set_delay`], [`Proxy::blackhole`]) let
-//! tests break the path between client and broker without touching the broker.
+//! Fault hooks ([`Proxy::drop_connections`], [`Proxy::set_delay`], [`Proxy::blackhole`],
+//! [`Proxy::fail_describe_groups`]) let tests break the path between client and broker without
+//! touching the broker.
 
 use super::broker;
 use super::wire::WireClient;
 use kafka_group::protocol::messages::api_versions_response::ApiVersion;
 use kafka_group::protocol::messages::{
-    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader, ResponseHeader,
+    ApiVersionsRequest, ApiVersionsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    RequestHeader, ResponseHeader,
 };
 use kafka_group::protocol::{ApiKey, Decoder, KafkaStr, Message, Request};
 use kafka_group::KafkaCode;
@@ -254,6 +256,20 @@ impl Proxy {
             .unwrap_or(0)
     }
 
+    /// Answers the next `times` DescribeGroups requests with `code` as every group's error (and
+    /// no members) in place of the broker's answer, as a coordinator that is loading or denies
+    /// access would.
+    pub fn fail_describe_groups(&self, code: KafkaCode, times: usize) {
+        let mut faults = self.inner.lock_faults();
+        faults.describe_groups_error = code.code();
+        faults.describe_groups_failures = times;
+    }
+
+    /// How many of the failures asked for with [`Proxy::fail_describe_groups`] are still to come.
+    pub fn describe_groups_failures_left(&self) -> usize {
+        self.inner.lock_faults().describe_groups_failures
+    }
+
     /// Client connections currently open, over all listeners.
     pub fn connections(&self) -> usize {
         self.inner.lock_conns().len()
@@ -290,6 +306,9 @@ struct Faults {
     blackhole: bool,
     /// API key → how many more connections to reset when they carry a request of it.
     reset_on: HashMap<i16, usize>,
+    /// The error code of the next `describe_groups_failures` DescribeGroups answers.
+    describe_groups_error: i16,
+    describe_groups_failures: usize,
 }
 
 #[derive(Default)]
@@ -738,6 +757,23 @@ impl Inner {
             }
             for c in body.coordinators.iter_mut().filter(|c| c.error_code == 0) {
                 (c.host, c.port) = self.local_for(&c.host, c.port)?;
+            }
+            encode_response(&header, hv, &body, version)
+        } else if api_key == ApiKey::DescribeGroups.key() {
+            let code = {
+                let mut faults = self.lock_faults();
+                if faults.describe_groups_failures == 0 {
+                    return Ok(frame);
+                }
+                faults.describe_groups_failures -= 1;
+                faults.describe_groups_error
+            };
+            let hv = DescribeGroupsRequest::response_header_version(version);
+            let (header, mut body) = decode_response::<DescribeGroupsResponse>(frame, hv, version)?;
+            for g in &mut body.groups {
+                g.error_code = code;
+                g.group_state = KafkaStr::from_static("");
+                g.members.clear();
             }
             encode_response(&header, hv, &body, version)
         } else {
