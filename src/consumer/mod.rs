@@ -73,6 +73,10 @@ struct Buffered {
 ///   application commits what it processed with [`Consumer::commit`]; with auto-commit on, the
 ///   consumer has already done so before returning. After the rejoin, the `poll` that returns
 ///   [`GroupEvent::Assigned`] starts each partition from its committed offset.
+/// - **Lost partitions.** When no heartbeat has been answered for `session.timeout.ms` (the
+///   coordinator unreachable), the coordinator may already have given the partitions to
+///   another member: `poll` returns [`GroupEvent::Lost`], drops what it had fetched for them
+///   and commits nothing; the member rejoins once the coordinator answers again.
 /// - **Auto-commit** (`enable.auto.commit`, on by default as in Kafka's Java client): inside
 ///   `poll`, once `auto.commit.interval.ms` has passed, the positions are committed (what
 ///   earlier polls returned, which the application has processed by the time it polls again);
@@ -176,12 +180,17 @@ impl Consumer {
         self.member.ctx()
     }
 
-    /// Waits up to `timeout` for records. Joins the group on the first call and rejoins when a
-    /// rebalance is pending (bounded by the rebalance timeout, even past `timeout`: a member
-    /// that stops halfway through a rebalance only makes it longer for everyone).
+    /// Waits up to `timeout` for records, and returns within about `timeout` whatever the
+    /// group is doing. Joins the group on the first call and rejoins when a rebalance is
+    /// pending; a join the coordinator holds (it waits for every member) stays in flight and
+    /// goes on at the next call, so keep polling. Failures a retry can fix (a connection reset,
+    /// a coordinator or leader moving) are retried within the call, not returned. When the
+    /// coordinator has been unreachable for `default.api.timeout.ms`, the call returns
+    /// [`Error::Timeout`](crate::Error::Timeout) with the last cause (e.g. the address and
+    /// `connection refused`); the consumer keeps trying on the next call.
     ///
-    /// Returns early with no records and a [`GroupEvent::Revoked`] when a rebalance starts;
-    /// see the [`Consumer`] docs.
+    /// Returns early with no records and a [`GroupEvent::Revoked`] when a rebalance starts, and
+    /// with a [`GroupEvent::Lost`] when the session expired; see the [`Consumer`] docs.
     pub fn poll(&mut self, timeout: Duration) -> Result<Polled> {
         let deadline = crate::deadline::after(timeout);
         let mut events = Vec::new();

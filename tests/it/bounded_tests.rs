@@ -175,25 +175,35 @@ fn close_under_a_blackhole_is_bounded() {
     // The default request timeout (30 s): the member used to sit out about three of them.
     let via_proxy = client(&p.bootstrap());
 
-    let mut stat = static_member(&via_proxy, &unique_name("close-bh"), &topic, "s");
-    stat.join(Duration::from_secs(60)).unwrap();
+    let group = unique_name("close-bh");
+    let mut in_request = static_member(&via_proxy, &group, &topic, "in-request");
+    in_request.join(Duration::from_secs(60)).unwrap();
     let mut dynamic = member_builder(&via_proxy, &unique_name("close-bh"), &topic)
         .close_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     dynamic.join(Duration::from_secs(60)).unwrap();
+    // These two have their heartbeat connections up: under the blackhole their heartbeat
+    // threads get stuck waiting for an answer.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while in_request.metrics().heartbeats == 0 || dynamic.metrics().heartbeats == 0 {
+        assert!(Instant::now() < deadline, "no heartbeat answered");
+        in_request.poll(Duration::from_millis(20)).unwrap();
+        dynamic.poll(Duration::from_millis(20)).unwrap();
+    }
+    // This one's heartbeat thread has yet to connect: it gets stuck in the ApiVersions
+    // handshake of its first heartbeat connection.
+    let mut in_handshake = static_member(&via_proxy, &group, &topic, "in-handshake");
+    in_handshake.join(Duration::from_secs(60)).unwrap();
     p.blackhole(true);
-    // Let each heartbeat thread get stuck in a heartbeat that will never be answered.
     std::thread::sleep(Duration::from_millis(800));
 
     // A static member's close sends nothing: it only stops its heartbeat thread.
-    let t = Instant::now();
-    stat.close().unwrap();
-    assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "static close took {:?}",
-        t.elapsed()
-    );
+    for (what, m) in [("in a heartbeat", in_request), ("in a handshake", in_handshake)] {
+        let t = Instant::now();
+        m.close().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(3), "static close {what} took {:?}", t.elapsed());
+    }
 
     // A dynamic member's LeaveGroup cannot get through; close gives up at its close_timeout.
     let t = Instant::now();
