@@ -388,7 +388,9 @@ impl Fetcher {
         let version = fetch_version(negotiated, targets, settings.isolation, broker)?;
         let req = fetch_request(version, targets, settings);
         // The broker may hold the request for max_wait before answering.
-        let wait = within.saturating_add(Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0)));
+        let wait = within.saturating_add(Duration::from_millis(
+            u64::try_from(settings.max_wait_ms).unwrap_or(0),
+        ));
         let result = conn.send_at(&req, version, Some(wait));
         if conn.is_broken() {
             self.conns.remove(&leader.id);

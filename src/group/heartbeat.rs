@@ -425,7 +425,10 @@ impl Worker {
             return;
         }
         let Some(a) = self.active.as_mut() else { return };
-        match self.client.lookup_coordinator(&self.group) {
+        // One attempt no longer than an interval (at least a second): the thread must get back
+        // to its timer, and to a close, rather than sit out a request timeout.
+        let by = crate::deadline::after(self.interval.max(Duration::from_secs(1)));
+        match self.client.lookup_coordinator_by(&self.group, by) {
             Ok(b) => {
                 if b != a.coordinator {
                     log::info!(

@@ -846,6 +846,10 @@ impl GroupMember {
             self.config.session_timeout
         );
         events.push(self.lose_all());
+        // Heartbeats of a generation the coordinator has likely ended only hold the client's
+        // connections; the rejoin starts them again.
+        self.heartbeat.send(Command::Pause);
+        self.abandon_join();
         self.conn = None;
         self.coordinator = None;
         // The broker has dropped a dynamic member; a static one is recognised again by its

@@ -118,8 +118,16 @@ impl Connection {
     /// [`connect`](Self::connect), with the TCP connect and the handshake each bounded by
     /// `limit` as well (when shorter than their own timeouts), for an operation with little
     /// time left.
-    pub(crate) fn connect_within(addr: &str, config: &ConnectionConfig, limit: Option<Duration>) -> Result<Connection> {
-        Self::connect_by(addr, config, crate::deadline::after(limit.unwrap_or(Duration::MAX)))
+    pub(crate) fn connect_within(
+        addr: &str,
+        config: &ConnectionConfig,
+        limit: Option<Duration>,
+    ) -> Result<Connection> {
+        Self::connect_by(
+            addr,
+            config,
+            crate::deadline::after(limit.unwrap_or(Duration::MAX)),
+        )
     }
 
     /// [`connect`](Self::connect), giving up at `deadline`: the connect and the handshake each

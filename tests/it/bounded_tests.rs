@@ -202,7 +202,11 @@ fn close_under_a_blackhole_is_bounded() {
     for (what, m) in [("in a heartbeat", in_request), ("in a handshake", in_handshake)] {
         let t = Instant::now();
         m.close().unwrap();
-        assert!(t.elapsed() < Duration::from_secs(3), "static close {what} took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "static close {what} took {:?}",
+            t.elapsed()
+        );
     }
 
     // A dynamic member's LeaveGroup cannot get through; close gives up at its close_timeout.
