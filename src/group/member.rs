@@ -740,14 +740,29 @@ impl GroupMember {
         }
     }
 
+    /// Gives up the whole assignment (eager protocol) as a [`GroupEvent::Revoked`].
     fn revoke_all(&mut self) -> GroupEvent {
-        let generation = self.state.generation().map_or(-1, |g| g.id);
-        let partitions = std::mem::take(&mut self.assignment).topic_partitions();
-        log::info!("{}: revoking {} partitions", self.ctx(), partitions.len());
+        let (generation, partitions) = self.give_up_all("revoking");
         GroupEvent::Revoked {
             generation,
             partitions,
         }
+    }
+
+    /// Gives up the whole assignment as a [`GroupEvent::Lost`] (no commit possible).
+    fn lose_all(&mut self) -> GroupEvent {
+        let (generation, partitions) = self.give_up_all("lost");
+        GroupEvent::Lost {
+            generation,
+            partitions,
+        }
+    }
+
+    fn give_up_all(&mut self, how: &str) -> (i32, Vec<TopicPartition>) {
+        let generation = self.state.generation().map_or(-1, |g| g.id);
+        let partitions = std::mem::take(&mut self.assignment).topic_partitions();
+        log::info!("{}: {how} {} partitions", self.ctx(), partitions.len());
+        (generation, partitions)
     }
 
     /// Sends a request to the coordinator over the member's own connection (finding the
@@ -855,16 +870,6 @@ impl GroupMember {
         // The broker has dropped a dynamic member; a static one is recognised again by its
         // instance id whatever member id it sends.
         self.schedule_rejoin(!self.static_member);
-    }
-
-    fn lose_all(&mut self) -> GroupEvent {
-        let generation = self.state.generation().map_or(-1, |g| g.id);
-        let partitions = std::mem::take(&mut self.assignment).topic_partitions();
-        log::info!("{}: lost {} partitions", self.ctx(), partitions.len());
-        GroupEvent::Lost {
-            generation,
-            partitions,
-        }
     }
 
     fn on_event(&mut self, e: Event, events: &mut Vec<GroupEvent>) -> Result<()> {
