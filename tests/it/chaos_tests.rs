@@ -527,7 +527,13 @@ fn close_all(members: Vec<Member>) -> Vec<String> {
         .into_iter()
         .filter_map(|m| {
             let instance = m.instance.clone();
-            m.close().close_error.map(|e| format!("{instance}: close: {e}"))
+            let seen = m.close();
+            eprintln!(
+                "{instance}: {} records, generations {:?}, {} revocations, {} poll errors, close \
+                 took {:?}",
+                seen.records, seen.generations, seen.revocations, seen.poll_errors, seen.close_took
+            );
+            seen.close_error.map(|e| format!("{instance}: close: {e}"))
         })
         .collect()
 }
@@ -538,7 +544,9 @@ fn held(members: &[Member]) -> BTreeSet<TopicPartition> {
 }
 
 /// Three static members and a producer, all through a proxy whose killer resets every
-/// connection after 0.5–1.5 s, for the whole run: produce, consume, commit, close.
+/// connection after 0.5–1.5 s, for the whole run: produce, consume, commit, close. The group
+/// rebalances under the killer too: a fourth static member joins, closes 3 s later, and the
+/// coordinator expires it a session timeout after that; then again while the phase lasts.
 #[test]
 fn chaos_during_produce_consume_commit() {
     const PARTITIONS: i32 = 6;
@@ -564,7 +572,20 @@ fn chaos_during_produce_consume_commit() {
         .collect();
     let phase = chaos_phase(Duration::from_secs(15));
     s.say(&format!("members assigned; {phase:?} of chaos"));
-    std::thread::sleep(phase);
+    let end = Instant::now() + phase;
+    let mut cycles = 0;
+    std::thread::sleep(Duration::from_secs(2));
+    while Instant::now() + Duration::from_secs(3) < end {
+        let fourth = s.member(&proxy.bootstrap(), "m3");
+        std::thread::sleep(Duration::from_secs(3));
+        failures.extend(close_all(vec![fourth]));
+        cycles += 1;
+        // Its session expires (a rebalance) before the next one joins (another).
+        std::thread::sleep(
+            (SESSION + Duration::from_secs(2)).min(end.saturating_duration_since(Instant::now())),
+        );
+    }
+    s.say(&format!("{cycles} join/expire cycles of a fourth member"));
     producing.stop();
     s.say(&format!(
         "producing stopped: {} records acknowledged, {} resets so far",
@@ -862,6 +883,7 @@ fn blackhole_longer_than_session_rejoins_cleanly() {
     let mut b = blackhole_one("blackhole-long", SESSION + Duration::from_secs(4));
     let s = &b.scenario;
     let before = b.before[1].generation;
+    let lifted = Instant::now();
     let rejoined = wait_until(Duration::from_secs(30), || {
         let gens: BTreeSet<i32> = b.members.iter().map(|m| m.seen().generation).collect();
         gens.len() == 1
@@ -869,7 +891,12 @@ fn blackhole_longer_than_session_rejoins_cleanly() {
             && held(&b.members).len() == BLACKHOLE_PARTITIONS as usize
             && b.members.iter().all(|m| !m.seen().assignment.is_empty())
     });
-    if !rejoined {
+    if rejoined {
+        s.say(&format!(
+            "all three in one later generation {:?} after the lift",
+            lifted.elapsed()
+        ));
+    } else {
         let seen: Vec<Seen> = b.members.iter().map(Member::seen).collect();
         b.failures.push(format!(
             "the evicted member did not rejoin into a common later generation: {seen:?}"
