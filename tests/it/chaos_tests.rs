@@ -4,7 +4,8 @@
 //! never going down) and its figures printed even when it passes.
 //!
 //! - the connection killer of the test proxy resets every connection after 0.5–1.5 s (seeded:
-//!   `KAFKA_GROUP_CHAOS_SEED` replays a schedule, the seed in use is printed);
+//!   `KAFKA_GROUP_CHAOS_SEED` replays a schedule, the seed in use is printed), while a fourth
+//!   member keeps joining and expiring, so that the group also rebalances under it;
 //! - a rolling restart of every static member, leader included, right after partitions were
 //!   added to the subscribed topic;
 //! - `kill -9` of the group coordinator's broker and of a partition leader's on a 3-node cluster,
@@ -291,13 +292,12 @@ impl Scenario {
     fn verdict(&self, proxies: &[&Proxy], chaos: bool, mut failures: Vec<String>) -> Result<(), String> {
         let mut report = self.checker.report();
         report.resets = proxies.iter().map(|p| p.resets()).sum();
-        report.print(self.name);
-        eprintln!(
-            "chaos [{}]: seed {:#x}, {:.1?}",
+        report.print(&format!(
+            "{}, seed {:#x}, {:.1?}",
             self.name,
             self.seed,
             self.started.elapsed()
-        );
+        ));
         if !report.is_clean() {
             failures.push("the checker's counts are not all zero".into());
         }
