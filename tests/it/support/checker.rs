@@ -29,8 +29,9 @@
 //!   uncommitted record at or above the floor is allowed and counted as `redelivered`.
 //! - **reordered**: within one run, a delivery whose offset is not above the run's previous one
 //!   (a run never rewinds: the consumer rewinds only at an assignment, which starts a new run).
-//! - **commit regressions**: a successful commit below an earlier successful one for the
-//!   partition; a broker-reported committed offset at an assignment below one the checker saw
+//! - **commit regressions**: a successful commit of a position below an earlier successful
+//!   commit for the partition (positions the consumer already had committed are not sent, so
+//!   they do not count); a broker-reported committed offset at an assignment below one the checker saw
 //!   succeed; a committed offset going down between two samples of [`Checker::sample_committed`].
 //! - **corrupt**: a value that is no id, an id that was never produced, or one offset of a
 //!   partition delivered with two different ids.
@@ -426,6 +427,9 @@ struct Run {
     id: u64,
     floor: i64,
     last: Option<i64>,
+    /// What the consumer takes to be committed: the broker's answer at the assignment, then its
+    /// own successful commits. A commit sends only positions that differ from it.
+    known_committed: Option<i64>,
 }
 
 /// What one consumer incarnation did, as its application loop reports it.
@@ -468,6 +472,7 @@ impl MemberLog {
                     id,
                     floor,
                     last: None,
+                    known_committed: broker,
                 },
             );
         }
@@ -523,16 +528,22 @@ impl MemberLog {
         }
     }
 
-    /// `commit()` returned `Ok`: every position was committed.
+    /// `commit()` returned `Ok`: every position was committed. Positions equal to what the
+    /// consumer knew to be committed were not sent (a commit after an eviction sends nothing
+    /// when everything was committed before it), so they are no new commit.
     pub fn commit_ok(&mut self) {
         let mut s = lock(&self.checker.state);
         s.commits += 1;
         for i in self.uncommitted.drain(..) {
             s.deliveries[i].committed = true;
         }
-        for (tp, run) in &self.runs {
+        for (tp, run) in &mut self.runs {
             let Some(last) = run.last else { continue };
             let offset = last + 1;
+            if run.known_committed == Some(offset) {
+                continue;
+            }
+            run.known_committed = Some(offset);
             let before = s.committed.insert(tp.clone(), offset);
             if let Some(before) = before.filter(|b| *b > offset) {
                 s.regressions.push(format!(
@@ -698,6 +709,28 @@ mod tests {
         a.delivered(&records(&[0, 1, 2]));
         let r = c.report();
         assert!(r.is_clean(), "{r}");
+    }
+
+    #[test]
+    fn a_commit_with_nothing_new_commits_nothing() {
+        let c = checker(4);
+        let mut a = c.member("a");
+        assigned(&mut a, None);
+        a.delivered(&records(&[0, 1]));
+        a.commit_ok();
+        // Another member takes the partition over and commits further...
+        let mut b = c.member("b");
+        assigned(&mut b, Some(2));
+        b.delivered(&records(&[2, 3]));
+        b.commit_ok();
+        // ... and the first, evicted, commits after its revocation: nothing to send.
+        a.commit_ok();
+        let r = c.report();
+        assert!(r.is_clean(), "{r}");
+        // A zombie that delivered one more and had its commit of 3 accepted: a regression.
+        a.delivered(&records(&[2]));
+        a.commit_ok();
+        assert_eq!(c.report().commit_regressions, 1);
     }
 
     #[test]
