@@ -680,10 +680,9 @@ impl Consumer {
         // (KIP-447), as Kafka's consumer does.
         let require_stable = self.config.isolation_level == IsolationLevel::ReadCommitted;
         loop {
-            let problem = match self
-                .member
-                .coordinator_request(|v| offsets::offset_fetch_request(v, &group, partitions, require_stable))
-            {
+            let problem = match self.member.coordinator_request(deadline, |v| {
+                offsets::offset_fetch_request(v, &group, partitions, require_stable)
+            }) {
                 Ok(resp) => match offsets::offset_fetch_result(&resp) {
                     Ok(map) => return Ok(map),
                     Err(code) => {
@@ -781,7 +780,7 @@ impl Consumer {
             .map(String::from);
         loop {
             let generation = self.member.generation().cloned();
-            let result = self.member.coordinator_request(|v| {
+            let result = self.member.coordinator_request(deadline, |v| {
                 offsets::offset_commit_request(v, &group, generation.as_ref(), instance.as_deref(), &pending)
             });
             let problem = match result {

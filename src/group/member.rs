@@ -766,10 +766,13 @@ impl GroupMember {
     }
 
     /// Sends a request to the coordinator over the member's own connection (finding the
-    /// coordinator first if needed), built for the negotiated version: the path for
-    /// OffsetCommit and OffsetFetch, which must reach the group's coordinator.
+    /// coordinator first if needed), built for the negotiated version, giving up at `deadline`:
+    /// the path for OffsetCommit and OffsetFetch, which must reach the group's coordinator.
+    /// When no coordinator could be reached in time, the error is the last cause (a transient
+    /// one), so that the caller's own retry loop goes on until its limit.
     pub(crate) fn coordinator_request<R: crate::protocol::Request>(
         &mut self,
+        deadline: Instant,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
         self.check_usable()?;
@@ -785,10 +788,11 @@ impl GroupMember {
                 )),
             });
         }
-        self.ensure_connected()?;
+        self.ensure_connected(deadline)?;
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(R::API_KEY)?;
-        let result = conn.send_at(&build(version), version, None);
+        let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
+        let result = conn.send_at(&build(version), version, Some(timeout));
         if let Err(e) = &result {
             if e.breaks_connection() {
                 self.forget_coordinator();
@@ -983,19 +987,17 @@ impl GroupMember {
         }
     }
 
-    /// Finds the coordinator and connects to it unless connected, within `request.timeout.ms`:
-    /// the step before a request outside of joining.
-    fn ensure_connected(&mut self) -> Result<()> {
+    /// Finds the coordinator and connects to it unless connected, by `deadline`: the step
+    /// before a request outside of joining. Without a connection by then, returns the last
+    /// error the lookups met.
+    fn ensure_connected(&mut self, deadline: Instant) -> Result<()> {
         if self.conn.is_none() {
-            self.ensure_coordinator(crate::deadline::after(
-                self.client.connection_config().request_timeout,
-            ))?;
+            self.ensure_coordinator(deadline)?;
         }
         if self.conn.is_none() {
-            return Err(Error::retries_timeout(
-                format!("finding the coordinator of group {}", self.config.group_id),
-                self.last_join_error.take(),
-            ));
+            return Err(self.last_join_error.take().unwrap_or_else(|| {
+                Error::NoBroker(format!("no coordinator found for group {}", self.config.group_id))
+            }));
         }
         Ok(())
     }
@@ -1341,7 +1343,10 @@ impl GroupMember {
     fn kept_assignments(&mut self) -> std::result::Result<Vec<Assignment>, Unchecked> {
         let group = self.config.group_id.clone();
         let described = self
-            .coordinator_request(|_| crate::admin::describe_groups_request(&group))
+            .coordinator_request(
+                crate::deadline::after(self.client.connection_config().request_timeout),
+                |_| crate::admin::describe_groups_request(&group),
+            )
             .and_then(|resp| crate::admin::group_description(&group, resp));
         let described = match described {
             Ok(d) => d,

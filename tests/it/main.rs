@@ -4,6 +4,7 @@
 mod admin_tests;
 mod bounded_tests;
 // The binary exists only with the `cli` feature (on by default).
+mod chaos_tests;
 #[cfg(feature = "cli")]
 mod cli_tests;
 mod client_tests;

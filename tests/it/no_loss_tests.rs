@@ -1,19 +1,20 @@
 //! No record lost, none re-delivered below a committed offset: 100,000 records consumed by
 //! three static members that commit after every poll while the test restarts them at random
 //! (seeded, so a failure replays): within the session timeout, beyond it, and by starting a
-//! duplicate of a running instance id, which must fence the older process.
+//! duplicate of a running instance id, which must fence the older process. The bookkeeping is
+//! the shared [`Checker`]'s, so this test and the chaos suite count loss the same way.
 
 use crate::consumer_tests::builder;
 use crate::group_tests::{client, topic_with_partitions};
+use crate::support::checker::{Checker, MemberLog};
+use crate::support::rng::Rng;
 use crate::support::{broker, unique_name, wait_for};
 use kafka_group::producer::{key_partition, ProducerRecord};
-use kafka_group::protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
-use kafka_group::protocol::messages::OffsetFetchRequest;
 use kafka_group::protocol::ApiKey;
 use kafka_group::{Client, Consumer, Error, KafkaCode};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,27 +26,6 @@ const MAX_POLL_RECORDS: usize = 500;
 /// longer than the restart plan and every restart lands mid-stream.
 const PROCESSING: Duration = Duration::from_millis(500);
 const SEED: u64 = 0x6e6f_6c6f_7373;
-
-/// One delivery of a record to the application.
-#[derive(Debug, Clone)]
-struct Delivery {
-    partition: i32,
-    offset: i64,
-    seq: u64,
-    incarnation: usize,
-    /// The partition's committed offset when this incarnation was assigned it.
-    floor: Option<i64>,
-    /// Whether the commit after the poll that returned it succeeded.
-    committed: bool,
-}
-
-#[derive(Debug, Default)]
-struct Log {
-    deliveries: Vec<Delivery>,
-    distinct: BTreeSet<(i32, i64)>,
-    commits: usize,
-    rejected_commits: usize,
-}
 
 #[derive(Debug, PartialEq, Eq)]
 enum End {
@@ -65,7 +45,7 @@ struct Ctx {
     client: Client,
     group: String,
     topic: String,
-    log: Arc<Mutex<Log>>,
+    checker: Checker,
     throttle: Arc<AtomicBool>,
     incarnations: AtomicUsize,
 }
@@ -87,8 +67,9 @@ impl Slot {
             .build()
             .unwrap();
         let stop = Arc::new(AtomicU8::new(RUN));
-        let (log, throttle, stop2) = (ctx.log.clone(), ctx.throttle.clone(), stop.clone());
-        let handle = std::thread::spawn(move || run(consumer, incarnation, &log, &throttle, &stop2));
+        let log = ctx.checker.member(instance);
+        let (throttle, stop2) = (ctx.throttle.clone(), stop.clone());
+        let handle = std::thread::spawn(move || run(consumer, log, &throttle, &stop2));
         Slot {
             instance: instance.to_string(),
             incarnation,
@@ -104,8 +85,7 @@ impl Slot {
 }
 
 /// The application loop of one consumer process: poll, process, commit.
-fn run(mut c: Consumer, incarnation: usize, log: &Mutex<Log>, throttle: &AtomicBool, stop: &AtomicU8) -> End {
-    let mut floors: HashMap<i32, Option<i64>> = HashMap::new();
+fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &AtomicU8) -> End {
     loop {
         if stop.load(Ordering::SeqCst) == CLOSE {
             return match c.close() {
@@ -121,14 +101,14 @@ fn run(mut c: Consumer, incarnation: usize, log: &Mutex<Log>, throttle: &AtomicB
         if polled.revoked().is_some() {
             // Each poll's records were committed (or the commit rejected) right after they were
             // processed, so there is nothing left to commit before the rejoin.
-            floors.clear();
+            log.revoked();
             continue;
         }
         // The committed offsets this incarnation starts from: no delivery may go below them.
         if let Some(assigned) = polled.assigned() {
             let assigned = assigned.to_vec();
             match c.committed(&assigned) {
-                Ok(map) => floors = map.into_iter().map(|(tp, o)| (tp.partition, o)).collect(),
+                Ok(map) => log.assigned(&assigned, &map),
                 Err(Error::Fenced { .. }) => return End::Fenced,
                 Err(e) => return End::Failed(format!("committed: {e}")),
             }
@@ -136,27 +116,7 @@ fn run(mut c: Consumer, incarnation: usize, log: &Mutex<Log>, throttle: &AtomicB
         if polled.records.is_empty() {
             continue;
         }
-        let first = {
-            let mut log = log.lock().unwrap();
-            let first = log.deliveries.len();
-            for r in &polled.records {
-                let seq = std::str::from_utf8(r.value.as_deref().unwrap_or_default())
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(u64::MAX);
-                log.distinct.insert((r.partition, r.offset));
-                log.deliveries.push(Delivery {
-                    partition: r.partition,
-                    offset: r.offset,
-                    seq,
-                    incarnation,
-                    // Nothing committed: the consumer starts at the log start (earliest), 0 here.
-                    floor: floors.get(&r.partition).map(|o| o.unwrap_or(0)),
-                    committed: false,
-                });
-            }
-            first
-        };
+        log.delivered(&polled.records);
         if throttle.load(Ordering::SeqCst) {
             std::thread::sleep(PROCESSING);
         }
@@ -165,13 +125,7 @@ fn run(mut c: Consumer, incarnation: usize, log: &Mutex<Log>, throttle: &AtomicB
             return End::Crashed;
         }
         match c.commit() {
-            Ok(()) => {
-                let mut log = log.lock().unwrap();
-                log.commits += 1;
-                for d in &mut log.deliveries[first..first + polled.records.len()] {
-                    d.committed = true;
-                }
-            }
+            Ok(()) => log.commit_ok(),
             // The generation ended (rebalance) or a newer process took the instance id: the
             // records since the last commit go to whoever owns the partitions next.
             Err(Error::Kafka {
@@ -182,84 +136,10 @@ fn run(mut c: Consumer, incarnation: usize, log: &Mutex<Log>, throttle: &AtomicB
                     | KafkaCode::UnknownMemberId
                     | KafkaCode::FencedInstanceId,
                 ..
-            }) => log.lock().unwrap().rejected_commits += 1,
+            }) => log.commit_failed(),
             Err(Error::Fenced { .. }) => return End::Fenced,
             Err(e) => return End::Failed(format!("commit: {e}")),
         }
-    }
-}
-
-/// Reads the group's committed offsets every 100 ms straight from the coordinator into
-/// `latest` and notes any partition whose committed offset went down.
-fn sample_committed(
-    bootstrap: String,
-    group: String,
-    topic: String,
-    stop: Arc<AtomicBool>,
-    latest: Arc<Mutex<BTreeMap<i32, i64>>>,
-) -> JoinHandle<(usize, Vec<String>)> {
-    std::thread::spawn(move || {
-        // v7 names the group and topics directly (v8+ batches groups).
-        let client = Client::builder()
-            .bootstrap_servers(&bootstrap)
-            .client_id("no-loss-sampler")
-            .max_api_version(ApiKey::OffsetFetch, 7)
-            .build()
-            .unwrap();
-        let mut violations = Vec::new();
-        let mut samples = 0;
-        while !stop.load(Ordering::SeqCst) {
-            let resp = client.find_coordinator(&group).and_then(|coordinator| {
-                client.send_to(coordinator.id, |_| OffsetFetchRequest {
-                    group_id: group.as_str().into(),
-                    topics: Some(vec![OffsetFetchRequestTopic {
-                        name: topic.as_str().into(),
-                        partition_indexes: (0..PARTITIONS).collect(),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                })
-            });
-            if let Ok(resp) = resp {
-                if resp.error_code == 0 {
-                    samples += 1;
-                    for p in resp.topics.iter().flat_map(|t| &t.partitions) {
-                        if p.error_code != 0 || p.committed_offset < 0 {
-                            continue;
-                        }
-                        let before = latest
-                            .lock()
-                            .unwrap()
-                            .insert(p.partition_index, p.committed_offset);
-                        if let Some(before) = before.filter(|b| *b > p.committed_offset) {
-                            violations.push(format!(
-                                "partition {}: committed {before} then {}",
-                                p.partition_index, p.committed_offset
-                            ));
-                        }
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        (samples, violations)
-    })
-}
-
-/// splitmix64: a reproducible stream without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -271,7 +151,7 @@ enum Restart {
 }
 
 fn processed(ctx: &Ctx) -> usize {
-    ctx.log.lock().unwrap().distinct.len()
+    ctx.checker.consumed()
 }
 
 #[test]
@@ -291,6 +171,8 @@ fn static_members_restarted_at_random_lose_nothing() {
             .unwrap();
     }
     producer.close().unwrap();
+    let checker = Checker::new();
+    checker.acked(0..RECORDS as u64);
     let mut expected: BTreeMap<i32, i64> = BTreeMap::new();
     for seq in 0..RECORDS {
         *expected
@@ -303,24 +185,16 @@ fn static_members_restarted_at_random_lose_nothing() {
         client: client.clone(),
         group: group.clone(),
         topic: topic.clone(),
-        log: Arc::new(Mutex::new(Log::default())),
+        checker: checker.clone(),
         throttle: Arc::new(AtomicBool::new(true)),
         incarnations: AtomicUsize::new(0),
     };
-    let sampler_stop = Arc::new(AtomicBool::new(false));
-    let latest = Arc::new(Mutex::new(BTreeMap::new()));
-    let sampler = sample_committed(
-        b.bootstrap().to_string(),
-        group.clone(),
-        topic.clone(),
-        sampler_stop.clone(),
-        latest.clone(),
-    );
+    let sampler = checker.sample_committed(client.clone(), &group);
     let mut slots: Vec<Slot> = ["m0", "m1", "m2"].iter().map(|i| Slot::start(&ctx, i)).collect();
 
     // The plan: every kind of restart at least once, in a seeded random order, on random
     // members, after random pauses.
-    let mut rng = Rng(SEED);
+    let mut rng = Rng::new(SEED);
     let mut plan = vec![
         Restart::WithinSession,
         Restart::WithinSession,
@@ -401,77 +275,62 @@ fn static_members_restarted_at_random_lose_nothing() {
     });
     let consumed_in = started.elapsed();
     // The last polls' commits land shortly after their records were processed.
+    let expected_committed: BTreeMap<_, _> = expected
+        .iter()
+        .map(|(p, n)| (kafka_group::group::TopicPartition::new(topic.clone(), *p), *n))
+        .collect();
     wait_for("every offset committed", Duration::from_secs(30), || {
-        *latest.lock().unwrap() == expected
+        sampler.latest() == expected_committed
     });
     for slot in slots {
         let instance = slot.instance.clone();
         assert_eq!(slot.stop(CLOSE), End::Closed, "{instance}");
     }
-    sampler_stop.store(true, Ordering::SeqCst);
-    let (samples, violations) = sampler.join().unwrap();
+    sampler.stop();
+    let report = checker.report();
 
-    let log = ctx.log.lock().unwrap();
-    // Every record, by offset and by the sequence number it carries.
-    let by_partition: BTreeMap<i32, i64> = log.distinct.iter().fold(BTreeMap::new(), |mut m, (p, _)| {
-        *m.entry(*p).or_default() += 1;
-        m
-    });
+    // Every record, by offset and by the id it carries.
+    let delivered = checker.delivered_offsets();
+    let by_partition: BTreeMap<i32, i64> = delivered
+        .iter()
+        .map(|(tp, offsets)| (tp.partition, offsets.len() as i64))
+        .collect();
     assert_eq!(by_partition, expected, "records per partition");
-    for (p, n) in &expected {
-        let offsets: Vec<i64> = log.distinct.range((*p, 0)..(*p, i64::MAX)).map(|x| x.1).collect();
-        assert_eq!(offsets, (0..*n).collect::<Vec<_>>(), "offsets of partition {p}");
-    }
-    let seqs: BTreeSet<u64> = log.deliveries.iter().map(|d| d.seq).collect();
-    assert_eq!(seqs, (0..RECORDS as u64).collect(), "sequence numbers");
-    // No delivery below the committed offset its consumer started from: re-deliveries are
-    // confined to the uncommitted windows.
-    for d in &log.deliveries {
-        let floor = d.floor.unwrap_or_else(|| panic!("{d:?}: partition not assigned"));
-        assert!(
-            d.offset >= floor,
-            "{d:?} delivered below the committed offset {floor}"
+    for (tp, offsets) in &delivered {
+        let n = expected[&tp.partition];
+        assert_eq!(
+            offsets.iter().copied().collect::<Vec<_>>(),
+            (0..n).collect::<Vec<_>>(),
+            "offsets of {tp}"
         );
     }
-    // A record whose commit succeeded is never delivered again, so at most one delivery of a
-    // record can have been committed.
-    let mut committed_deliveries: BTreeMap<(i32, i64), usize> = BTreeMap::new();
-    for d in log.deliveries.iter().filter(|d| d.committed) {
-        *committed_deliveries.entry((d.partition, d.offset)).or_default() += 1;
-    }
-    let committed_once = committed_deliveries.len();
-    let twice: Vec<_> = committed_deliveries.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "committed more than once: {:?}",
-        &twice[..twice.len().min(10)]
+    assert_eq!(
+        checker.delivered_ids(),
+        (0..RECORDS as u64).collect::<BTreeSet<_>>(),
+        "ids"
     );
+    // Nothing lost; no delivery below the committed offset its consumer started from (re-deliveries
+    // are confined to the uncommitted windows); no record committed by two deliveries (a record
+    // whose commit succeeded is never delivered again); offsets in order within each assignment;
+    // committed offsets never went down.
+    assert!(report.is_clean(), "{report}");
     assert!(
-        violations.is_empty(),
-        "committed offsets went down: {violations:?}"
+        report.samples > 10,
+        "only {} committed-offset samples",
+        report.samples
     );
-    assert!(samples > 10, "only {samples} committed-offset samples");
 
-    let duplicates = log.deliveries.len() - log.distinct.len();
-    let uncommitted = log.deliveries.iter().filter(|d| !d.committed).count();
-    let delivering: BTreeSet<usize> = log.deliveries.iter().map(|d| d.incarnation).collect();
+    report.print("no-loss");
     eprintln!(
         "no-loss: {RECORDS} records over {PARTITIONS} partitions (per partition {:?}), produced in \
          {produced_in:.1?}",
         expected.values().collect::<Vec<_>>()
     );
     eprintln!(
-        "no-loss: {} deliveries, {duplicates} duplicates, {uncommitted} deliveries whose commit \
-         did not happen or was rejected, {committed_once} records with a committed delivery; \
-         {} commits, {} rejected; restarts {counts:?} ({crashes} as crashes); {fenced} fenced; \
-         {} incarnations ({} got records); {at_plan_end} records processed when the restarts \
-         ended; {samples} committed-offset samples, none decreasing; all consumed after \
+        "no-loss: restarts {counts:?} ({crashes} as crashes); {fenced} fenced; {} incarnations; \
+         {at_plan_end} records processed when the restarts ended; all consumed after \
          {consumed_in:.1?}, test {:.1?}",
-        log.deliveries.len(),
-        log.commits,
-        log.rejected_commits,
         ctx.incarnations.load(Ordering::SeqCst),
-        delivering.len(),
         started.elapsed()
     );
 }

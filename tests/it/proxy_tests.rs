@@ -410,6 +410,38 @@ fn blackhole_holds_traffic_until_lifted() {
     metadata(&mut client, METADATA_VERSION).unwrap();
 }
 
+/// The connection killer closes every connection, open before it started or after, no sooner
+/// than the shortest lifetime after it saw it, counts each, and leaves connections alone once
+/// stopped.
+#[test]
+fn kill_connections_resets_every_connection_and_counts_it() {
+    let proxy = Proxy::start(proxy::upstream_for(FAULT_RELEASE), FAULT_RELEASE);
+    let (lo, hi) = (Duration::from_millis(300), Duration::from_millis(600));
+    let mut before = WireClient::connect(proxy.addr()).unwrap();
+    metadata(&mut before, METADATA_VERSION).unwrap();
+    let started = Instant::now();
+    proxy.kill_connections(42, lo..=hi);
+    let mut after = WireClient::connect(proxy.addr()).unwrap();
+    metadata(&mut after, METADATA_VERSION).unwrap();
+    assert_eof(&mut before, "the connection open before the killer started");
+    assert!(
+        started.elapsed() >= lo,
+        "reset after {:?}, before {lo:?}",
+        started.elapsed()
+    );
+    assert_eof(&mut after, "the connection opened under the killer");
+    wait_for("two resets counted", Duration::from_secs(5), || {
+        proxy.resets() == 2
+    });
+
+    proxy.stop_killing();
+    let mut spared = WireClient::connect(proxy.addr()).unwrap();
+    metadata(&mut spared, METADATA_VERSION).unwrap();
+    std::thread::sleep(hi * 2);
+    metadata(&mut spared, METADATA_VERSION).expect("a connection made after stop_killing lives on");
+    assert_eq!(proxy.resets(), 2);
+}
+
 #[test]
 fn drop_stops_listeners_and_closes_clients() {
     let proxy = Proxy::start(proxy::upstream_for(FAULT_RELEASE), FAULT_RELEASE);

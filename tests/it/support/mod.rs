@@ -4,10 +4,12 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod checker;
 pub mod java;
 pub mod kcat;
 pub mod process;
 pub mod proxy;
+pub mod rng;
 pub mod scripted;
 pub mod wire;
 

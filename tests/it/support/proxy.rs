@@ -13,10 +13,12 @@
 //! removed many of them (KIP-896), so releases older than 2.1 need a Kafka 3.9 upstream.
 //!
 //! Fault hooks ([`Proxy::drop_connections`], [`Proxy::set_delay`], [`Proxy::blackhole`],
-//! [`Proxy::fail_describe_groups`]) let tests break the path between client and broker without
+//! [`Proxy::fail_describe_groups`], [`Proxy::reset_next`], [`Proxy::kill_connections`]) let tests
+//! break the path between client and broker without
 //! touching the broker.
 
 use super::broker;
+use super::rng::Rng;
 use super::wire::WireClient;
 use kafka_group::protocol::messages::api_versions_response::ApiVersion;
 use kafka_group::protocol::messages::{
@@ -29,6 +31,7 @@ use kafka_group::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -179,6 +182,8 @@ impl Proxy {
             conn_threads: Mutex::new(Vec::new()),
             listeners: Mutex::new(Listeners::default()),
             next_conn: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+            killer: Mutex::new(None),
         });
         // Metadata names the bootstrap broker by the address the client already used; mapping it
         // to the first listener keeps one local port per broker.
@@ -274,12 +279,75 @@ impl Proxy {
     pub fn connections(&self) -> usize {
         self.inner.lock_conns().len()
     }
+
+    /// A listener for another broker of the same cluster, as [`Proxy::start`] made for the first
+    /// (the one Metadata would create on first sight): so that a client can bootstrap through
+    /// every node of a cluster and still find one when the first is down.
+    pub fn listen_for(&self, upstream: SocketAddr) -> SocketAddr {
+        let key = (upstream.ip().to_string(), i32::from(upstream.port()));
+        self.inner
+            .listener_for(key, upstream.to_string())
+            .unwrap_or_else(|e| panic!("proxy for {upstream}: cannot listen: {e}"))
+    }
+
+    /// Chaos, as franz-go's chaos dialer does it: from now on every connection (open now or
+    /// later) is closed on both sides after a random time in `lifetime` from when the killer
+    /// first saw it, drawn from a stream seeded with `seed`. Each reset is counted
+    /// ([`Proxy::resets`]) and logged at debug, and printed when `KAFKA_GROUP_CHAOS_VERBOSE` is
+    /// set. Calling it again restarts the stream with the new seed; [`Proxy::stop_killing`] ends it.
+    ///
+    /// The close is a `shutdown` of both sockets, so the client sees EOF (or a reset if it was
+    /// writing) rather than a guaranteed RST: std has no `SO_LINGER`, and no socket crate is a
+    /// dependency. For the client the effect is the same: the connection and any request in
+    /// flight on it are gone.
+    pub fn kill_connections(&self, seed: u64, lifetime: RangeInclusive<Duration>) {
+        self.stop_killing();
+        let (lo, hi) = lifetime.into_inner();
+        assert!(lo <= hi, "empty lifetime range {lo:?}..={hi:?}");
+        let msg = format!(
+            "proxy {}: connection killer on, seed {seed:#x}, lifetimes {lo:?}..={hi:?}",
+            self.addr
+        );
+        log::info!("{msg}");
+        if verbose() {
+            eprintln!("{msg}");
+        }
+        // Connections seen under an earlier killer get a deadline from this one.
+        for c in self.inner.lock_conns().values() {
+            *lock(&c.kill_at) = None;
+        }
+        let inner = Arc::clone(&self.inner);
+        let stop = Arc::new(AtomicBool::new(false));
+        let rng = Rng::new(seed);
+        let stop2 = Arc::clone(&stop);
+        let handle = thread::Builder::new()
+            .name(self.inner.thread_name("kill"))
+            .spawn(move || inner.killer_loop(rng, lo, hi, &stop2))
+            .unwrap_or_else(|e| panic!("proxy: cannot spawn the connection killer: {e}"));
+        *lock(&self.inner.killer) = Some((stop, handle));
+    }
+
+    /// Ends [`Proxy::kill_connections`]; the connections open now stay open.
+    pub fn stop_killing(&self) {
+        self.inner.stop_killer();
+    }
+
+    /// Connections the killer has reset so far.
+    pub fn resets(&self) -> u64 {
+        self.inner.resets.load(Ordering::SeqCst)
+    }
+}
+
+/// Whether `KAFKA_GROUP_CHAOS_VERBOSE` asks for each reset on stderr.
+fn verbose() -> bool {
+    std::env::var_os("KAFKA_GROUP_CHAOS_VERBOSE").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
         let inner = &self.inner;
         inner.shutdown.store(true, Ordering::SeqCst);
+        inner.stop_killer();
         let listeners = std::mem::take(&mut inner.lock_listeners().threads);
         for (addr, handle) in listeners {
             // Wake the blocking accept; the listener sees `shutdown` and returns.
@@ -330,6 +398,10 @@ struct Inner {
     conn_threads: Mutex<Vec<JoinHandle<()>>>,
     listeners: Mutex<Listeners>,
     next_conn: AtomicU64,
+    /// Connections reset by the killer.
+    resets: AtomicU64,
+    /// The killer thread and its stop flag, while [`Proxy::kill_connections`] is on.
+    killer: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
 }
 
 /// A poisoned lock only means another relay thread panicked; the data is still usable.
@@ -357,6 +429,58 @@ impl Inner {
 
     fn delay(&self) -> Duration {
         self.lock_faults().delay
+    }
+
+    fn stop_killer(&self) {
+        let Some((stop, handle)) = lock(&self.killer).take() else {
+            return;
+        };
+        stop.store(true, Ordering::SeqCst);
+        drop(self.lock_faults());
+        self.faults_changed.notify_all();
+        let _ = handle.join();
+    }
+
+    /// Gives every connection without one a deadline in `lo..=hi` from now, closes those whose
+    /// deadline passed, and sleeps until the next deadline (or a change: a new or closed
+    /// connection, a fault setting, `stop`). No two locks are held at once: `Conn::close` takes
+    /// the faults lock itself.
+    fn killer_loop(&self, mut rng: Rng, lo: Duration, hi: Duration, stop: &AtomicBool) {
+        while !stop.load(Ordering::SeqCst) && !self.shutdown.load(Ordering::SeqCst) {
+            let conns: Vec<Arc<Conn>> = self.lock_conns().values().cloned().collect();
+            let now = Instant::now();
+            let mut next: Option<Instant> = None;
+            for c in &conns {
+                let at = *lock(&c.kill_at).get_or_insert_with(|| now + rng.duration(lo, hi));
+                if at > now {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                } else if !c.is_closed() {
+                    let n = self.resets.fetch_add(1, Ordering::SeqCst) + 1;
+                    let msg = format!(
+                        "proxy: chaos reset #{n}: connection {} from {} after {:?}",
+                        c.id,
+                        c.peer,
+                        c.opened.elapsed()
+                    );
+                    log::debug!("{msg}");
+                    if verbose() {
+                        eprintln!("{msg}");
+                    }
+                    c.close(self);
+                }
+            }
+            let faults = self.lock_faults();
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            // New connections notify; the cap only bounds the wait if a notify is missed.
+            let wait = next.map_or(Duration::from_millis(100), |n| {
+                n.saturating_duration_since(Instant::now())
+            });
+            let _ = self
+                .faults_changed
+                .wait_timeout(faults, wait.min(Duration::from_millis(100)));
+        }
     }
 
     fn drop_connections(&self) {
@@ -441,8 +565,13 @@ impl Inner {
             client,
             upstream,
             closed: AtomicBool::new(false),
+            opened: Instant::now(),
+            kill_at: Mutex::new(None),
         });
         self.lock_conns().insert(conn.id, Arc::clone(&conn));
+        // Wakes the killer (if on) to give the new connection its deadline.
+        drop(self.lock_faults());
+        self.faults_changed.notify_all();
         // Drop sets `shutdown` before draining `conns`: a connection registered after the drain
         // must close itself.
         if self.shutdown.load(Ordering::SeqCst) {
@@ -841,6 +970,9 @@ struct Conn {
     client: TcpStream,
     upstream: TcpStream,
     closed: AtomicBool,
+    opened: Instant,
+    /// When the connection killer closes it; set by the killer on first sight.
+    kill_at: Mutex<Option<Instant>>,
 }
 
 impl Conn {
