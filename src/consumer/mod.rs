@@ -194,7 +194,13 @@ impl Consumer {
     pub fn poll(&mut self, timeout: Duration) -> Result<Polled> {
         let deadline = crate::deadline::after(timeout);
         let mut events = Vec::new();
-        let mut wait = Duration::ZERO;
+        // A join under way gets the whole poll: asked for no time, the member would spend its
+        // minimum lookup time on top of the poll's.
+        let mut wait = if self.member.rejoin_pending() {
+            timeout
+        } else {
+            Duration::ZERO
+        };
         loop {
             let group_events = self.member.poll(wait)?;
             let revoked = self.on_group_events(&group_events, deadline);
