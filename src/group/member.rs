@@ -1008,14 +1008,21 @@ impl GroupMember {
     /// with the last cause (and starts counting again).
     fn ensure_coordinator(&mut self, deadline: Instant) -> Result<Option<GroupEvent>> {
         let mut moved = None;
+        let mut first = true;
         // At least one lookup, even when `deadline` has passed (a poll with no time left).
         while self.conn.is_none() {
             let since = *self.discovery_since.get_or_insert_with(Instant::now);
             let group = self.config.group_id.clone();
             let config = self.client.connection_config().clone();
             // A call with no time left still gets one lookup of a useful length, or a poll(0)
-            // loop would never find its coordinator.
-            let by = deadline.max(crate::deadline::after(MIN_LOOKUP));
+            // loop would never find its coordinator; later attempts end at `deadline` (they
+            // might otherwise sleep out a reconnect backoff past it).
+            let by = if first {
+                deadline.max(crate::deadline::after(MIN_LOOKUP))
+            } else {
+                deadline
+            };
+            first = false;
             let found = self.client.lookup_coordinator_by(&group, by).and_then(|b| {
                 let c = Connection::connect_by(&b.addr(), &config, by)?;
                 Ok((b, c))
