@@ -696,7 +696,9 @@ impl Admin {
         what: &str,
         ready: impl Fn(&MetadataResponse) -> bool,
     ) -> Result<()> {
-        let mut backoff = self.client.retry_backoff();
+        // Polling, not retrying a failure: never slower than MAX_POLL_BACKOFF, whatever
+        // retry.backoff.ms says (a huge one would otherwise sleep out the whole timeout).
+        let mut backoff = self.client.retry_backoff().min(MAX_POLL_BACKOFF);
         loop {
             let last_error = match self.every_broker_shows(topics, &ready, deadline) {
                 Ok(true) => break,

@@ -229,6 +229,7 @@ fn builder_setters_with_extreme_values_build_or_fail_with_config_errors() {
 fn clients_built_with_extreme_settings_return_from_every_call() {
     // The offsets topic exists before the coordinator lookups below, so none has to wait for it.
     client().find_coordinator(&unique_name("warm-up")).unwrap();
+    let topic = topic_with_records(&client(), 1);
     let mut panics = Panics::default();
     let setters: [Setter<ClientBuilder, Duration>; 6] = [
         ("request_timeout", ClientBuilder::request_timeout),
@@ -260,6 +261,30 @@ fn clients_built_with_extreme_settings_return_from_every_call() {
             });
             panics.run(&format!("{what}: Admin::describe_group"), || {
                 let _ = Admin::new(&c).describe_group(&group);
+            });
+            // With a huge value, a client that works at all must also carry the calls that
+            // add the setting to other durations or back off by it: a consumer's fetch, a
+            // topic creation's wait for leaders. Each returns because something is ready.
+            if d < INT_MS[0] || c.refresh_metadata(None).is_err() {
+                continue;
+            }
+            panics.run(&format!("{what}: Consumer::poll(u64::MAX s)"), || {
+                let mut consumer = c
+                    .consumer(&group)
+                    .subscribe([&topic])
+                    .auto_offset_reset(OffsetReset::Earliest)
+                    .enable_auto_commit(false)
+                    .build()
+                    .unwrap();
+                let polled = consumer.poll(Duration::from_secs(u64::MAX));
+                assert!(polled.is_ok_and(|p| !p.records.is_empty()), "a record is there");
+                let _ = consumer.close();
+            });
+            panics.run(&format!("{what}: Admin::create_topics(u64::MAX s)"), || {
+                let topic = NewTopic::new(unique_name("hostile-client"), 1, 1);
+                Admin::new(&c)
+                    .create_topics(&[topic], Duration::from_secs(u64::MAX))
+                    .unwrap();
             });
         }
     }
