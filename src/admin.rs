@@ -183,8 +183,10 @@ impl Admin {
     }
 
     /// `default.api.timeout.ms`: how long group calls keep retrying while the coordinator
-    /// moves or loads. Default: the client's (`ClientBuilder::api_timeout`, 60 s). Topic calls
-    /// take their own timeout.
+    /// moves or loads. Default: the client's (`ClientBuilder::api_timeout`, 60 s). Any value is
+    /// taken: `Duration::MAX` retries without a limit, and a limit shorter than
+    /// `request.timeout.ms` also shortens the requests, so a call ends at its limit. Topic calls
+    /// take their own timeout, with the same rules.
     pub fn api_timeout(mut self, t: Duration) -> Self {
         self.api_timeout = t;
         self
@@ -696,7 +698,9 @@ impl Admin {
         what: &str,
         ready: impl Fn(&MetadataResponse) -> bool,
     ) -> Result<()> {
-        let mut backoff = self.client.retry_backoff();
+        // Polling, not retrying a failure: never slower than MAX_POLL_BACKOFF, whatever
+        // retry.backoff.ms says (a huge one would otherwise sleep out the whole timeout).
+        let mut backoff = self.client.retry_backoff().min(MAX_POLL_BACKOFF);
         loop {
             let last_error = match self.every_broker_shows(topics, &ready, deadline) {
                 Ok(true) => break,

@@ -11,19 +11,25 @@ pub(crate) const MAX_LEN: usize = 249;
 /// Checks `name` against Kafka's rule; the error names `property` (`group.instance.id`,
 /// `subscribe`, `topic` …).
 pub(crate) fn check(property: &'static str, name: &str) -> Result<()> {
+    let bad = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')));
     let problem = if name.is_empty() {
         Some("must not be empty".to_string())
-    } else if name.len() > MAX_LEN {
-        Some(format!(
-            "is {} characters long, the maximum is {MAX_LEN}",
-            name.chars().count()
-        ))
     } else if name == "." || name == ".." {
         Some(format!("{name:?} is not allowed"))
+    } else if let Some(c) = bad {
+        Some(format!(
+            "{name:?} contains {c:?}; only [a-zA-Z0-9._-] are allowed"
+        ))
+    } else if name.len() > MAX_LEN {
+        // Only ASCII is left here, so bytes are characters.
+        Some(format!(
+            "is {} characters long, the maximum is {MAX_LEN}",
+            name.len()
+        ))
     } else {
-        name.chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-            .map(|c| format!("{name:?} contains {c:?}; only [a-zA-Z0-9._-] are allowed"))
+        None
     };
     match problem {
         Some(problem) => Err(Error::Config { property, problem }),
@@ -65,7 +71,8 @@ mod tests {
         assert!(problem(&"a".repeat(250)).unwrap().contains("250 characters"));
         assert!(problem("").unwrap().contains("empty"));
         assert!(problem("bad topic!").unwrap().contains("' '"));
-        assert!(problem("é").is_some());
+        assert!(problem("é").unwrap().contains("'é'"));
+        assert!(problem(&"é".repeat(200)).unwrap().contains("'é'"));
         assert!(problem(".").is_some());
         assert!(problem("..").is_some());
         assert!(problem("a/b").is_some());

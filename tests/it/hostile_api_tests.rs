@@ -42,7 +42,8 @@ fn durations() -> impl Iterator<Item = Duration> {
     EXTREMES.into_iter().chain(INT_MS)
 }
 
-/// The entry points that panicked, reported together at the end of a test.
+/// The entry points that panicked (and the few calls that failed where they must succeed),
+/// reported together at the end of a test.
 #[derive(Default)]
 struct Panics(Vec<String>);
 
@@ -70,10 +71,17 @@ impl Panics {
         }
     }
 
+    /// A call that must succeed; an error is listed too.
+    fn expect_ok<T>(&mut self, what: &str, f: impl FnOnce() -> Result<T, Error>) {
+        if let Some(Err(e)) = self.run(what, f) {
+            self.0.push(format!("{what}: failed: {e}"));
+        }
+    }
+
     fn assert_none(self) {
         assert!(
             self.0.is_empty(),
-            "{} entry points panicked:\n{}",
+            "{} entry points panicked (or failed where they must not):\n{}",
             self.0.len(),
             self.0.join("\n")
         );
@@ -229,6 +237,7 @@ fn builder_setters_with_extreme_values_build_or_fail_with_config_errors() {
 fn clients_built_with_extreme_settings_return_from_every_call() {
     // The offsets topic exists before the coordinator lookups below, so none has to wait for it.
     client().find_coordinator(&unique_name("warm-up")).unwrap();
+    let topic = topic_with_records(&client(), 1);
     let mut panics = Panics::default();
     let setters: [Setter<ClientBuilder, Duration>; 6] = [
         ("request_timeout", ClientBuilder::request_timeout),
@@ -260,6 +269,28 @@ fn clients_built_with_extreme_settings_return_from_every_call() {
             });
             panics.run(&format!("{what}: Admin::describe_group"), || {
                 let _ = Admin::new(&c).describe_group(&group);
+            });
+            // With a huge value, a client that works at all must also carry the calls that
+            // add the setting to other durations or back off by it: a consumer's fetch, a
+            // topic creation's wait for leaders. Each returns because something is ready.
+            if d < INT_MS[0] || c.refresh_metadata(None).is_err() {
+                continue;
+            }
+            // The calls' own timeouts stay finite here (their extremes have tests of their
+            // own): with retry.backoff.ms = MAX, a transient error would rightly sleep them out.
+            panics.expect_ok(&format!("{what}: Consumer::poll"), || {
+                let mut consumer = c
+                    .consumer(&group)
+                    .subscribe([&topic])
+                    .auto_offset_reset(OffsetReset::Earliest)
+                    .enable_auto_commit(false)
+                    .build()?;
+                consumer.poll(Duration::from_secs(120))?;
+                consumer.close()
+            });
+            panics.expect_ok(&format!("{what}: Admin::create_topics"), || {
+                let topic = NewTopic::new(unique_name("hostile-client"), 1, 1);
+                Admin::new(&c).create_topics(&[topic], Duration::from_secs(120))
             });
         }
     }
