@@ -22,13 +22,12 @@
 //! returns is a failure (the library retries what is retriable), counted and reported.
 
 use crate::group_tests::client;
-use crate::support::checker::{Checker, MemberLog, Sampler};
+use crate::support::checker::{self, Checker, MemberLog, Sampler};
 use crate::support::proxy::{self, Proxy};
 use crate::support::rng::seed_from_env;
 use crate::support::{broker, create_topic, unique_name};
 use kafka_group::group::{Assignment, Assignor, MemberSubscription, RangeAssignor, TopicPartition};
-use kafka_group::protocol::ApiKey;
-use kafka_group::{Admin, Client, Consumer, Error, KafkaCode, OffsetReset, OffsetSpec, ProducerRecord};
+use kafka_group::{Admin, Client, Consumer, Error, OffsetReset, OffsetSpec, ProducerRecord};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -469,15 +468,7 @@ fn run(mut c: Consumer, mut log: MemberLog, stop: &AtomicBool, seen: &Mutex<Seen
 fn commit(c: &mut Consumer, log: &mut MemberLog) {
     match c.commit() {
         Ok(()) => log.commit_ok(),
-        Err(Error::Kafka {
-            api: ApiKey::OffsetCommit,
-            code:
-                KafkaCode::RebalanceInProgress
-                | KafkaCode::IllegalGeneration
-                | KafkaCode::UnknownMemberId
-                | KafkaCode::FencedInstanceId,
-            ..
-        }) => log.commit_failed(),
+        Err(e) if checker::generation_ended(&e) => log.commit_failed(),
         Err(e) => {
             log.commit_failed();
             log.error(format!("commit: {e}"));

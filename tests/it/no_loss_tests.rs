@@ -6,12 +6,11 @@
 
 use crate::consumer_tests::builder;
 use crate::group_tests::{client, topic_with_partitions};
-use crate::support::checker::{Checker, MemberLog};
+use crate::support::checker::{self, Checker, MemberLog};
 use crate::support::rng::Rng;
 use crate::support::{broker, unique_name, wait_for};
 use kafka_group::producer::{key_partition, ProducerRecord};
-use kafka_group::protocol::ApiKey;
-use kafka_group::{Client, Consumer, Error, KafkaCode};
+use kafka_group::{Client, Consumer, Error};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -126,17 +125,7 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
         }
         match c.commit() {
             Ok(()) => log.commit_ok(),
-            // The generation ended (rebalance) or a newer process took the instance id: the
-            // records since the last commit go to whoever owns the partitions next.
-            Err(Error::Kafka {
-                api: ApiKey::OffsetCommit,
-                code:
-                    KafkaCode::RebalanceInProgress
-                    | KafkaCode::IllegalGeneration
-                    | KafkaCode::UnknownMemberId
-                    | KafkaCode::FencedInstanceId,
-                ..
-            }) => log.commit_failed(),
+            Err(e) if checker::generation_ended(&e) => log.commit_failed(),
             Err(Error::Fenced { .. }) => return End::Fenced,
             Err(e) => return End::Failed(format!("commit: {e}")),
         }

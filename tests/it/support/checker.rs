@@ -44,7 +44,8 @@
 //! consumer-side counts work per offset.
 
 use kafka_group::group::TopicPartition;
-use kafka_group::{Admin, Client, ConsumerRecord};
+use kafka_group::protocol::ApiKey;
+use kafka_group::{Admin, Client, ConsumerRecord, Error, KafkaCode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io::Write;
@@ -52,6 +53,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Whether a commit failed the normal way: the generation ended (a rebalance) or a newer process
+/// took the instance id, so the records since the last commit go to whoever owns the partitions
+/// next — the failed-commit window the checker allows redeliveries in.
+pub fn generation_ended(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Kafka {
+            api: ApiKey::OffsetCommit,
+            code: KafkaCode::RebalanceInProgress
+                | KafkaCode::IllegalGeneration
+                | KafkaCode::UnknownMemberId
+                | KafkaCode::FencedInstanceId,
+            ..
+        }
+    )
+}
 
 /// The shared record of one test; cheap to clone (an `Arc`).
 #[derive(Clone)]
