@@ -1,7 +1,8 @@
 //! Peak memory of a client handling a very large Metadata answer (not a test: it prints
 //! figures). A fake broker in this process answers with one topic of PARTITIONS partitions
 //! (default 2,000,000: a 68 MB frame at v12, as in issue 12); each phase — `refresh_metadata`,
-//! and a producer's first send and flush — runs in a child process (this program re-run), whose
+//! a producer's first send and flush, and a second `refresh_metadata` while the first answer is
+//! cached — runs in a child process (this program re-run), whose
 //! peak RSS growth (VmHWM) it reports against the frame size.
 //!
 //! ```text
@@ -39,7 +40,7 @@ fn main() -> Result<(), BoxError> {
         ApiKey::Metadata.versions().max,
         mb(frame as f64)
     );
-    for phase in [Phase::Refresh, Phase::Produce] {
+    for phase in [Phase::Refresh, Phase::Produce, Phase::Again] {
         let started = Instant::now();
         let out = Command::new(std::env::current_exe()?)
             .args(["--child", &broker.addr.to_string(), phase.name()])

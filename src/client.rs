@@ -577,6 +577,8 @@ impl Client {
         deadline: Option<Instant>,
     ) -> Result<Arc<Metadata>> {
         // Decoded straight into the cache's form: the frame is gone by the time it returns.
+        // Topics that have not changed are the cached ones, shared.
+        let cached = self.cached_metadata();
         let mut fresh = self.first_answer(Error::is_unreachable, |t| {
             self.with_connection(t, deadline, |conn, timeout| {
                 let version = conn.version(ApiKey::Metadata)?;
@@ -584,10 +586,11 @@ impl Client {
                     &metadata_request(topics, version),
                     version,
                     timeout,
-                    decode_metadata,
+                    |d, version| decode_metadata(d, version, &cached),
                 )
             })
         })?;
+        drop(cached);
         // The broker list is always whole in a Metadata answer, so it replaces the cached one:
         // dead brokers drop out. A coordinator learnt from FindCoordinator is re-added by the
         // next lookup if it is missing. Only the topics the answer did not cover are kept, and
@@ -795,7 +798,15 @@ const MIN_PARTITION_BYTES: usize = 2 + 4 + 4 + 4 + 3;
 /// `schemas/MetadataResponse.json`, which a unit test checks against the generated decoder for
 /// every version — while brokers and partitions are decoded by the generated code one at a
 /// time and converted at once, so the peak is the frame plus the cache.
-fn decode_metadata(d: &mut Decoder<'_>, version: i16) -> std::result::Result<Metadata, DecodeError> {
+///
+/// A topic whose every partition is as in `cached` (in the same order) is `cached`'s, shared:
+/// a periodic refresh of an unchanged cluster then builds nothing, rather than a second copy
+/// of the cache while the first is still in place.
+fn decode_metadata(
+    d: &mut Decoder<'_>,
+    version: i16,
+    cached: &Metadata,
+) -> std::result::Result<Metadata, DecodeError> {
     if !MetadataResponse::VERSIONS.contains(version) {
         return Err(DecodeError::UnsupportedVersion {
             message: MetadataResponse::NAME,
@@ -830,35 +841,63 @@ fn decode_metadata(d: &mut Decoder<'_>, version: i16) -> std::result::Result<Met
         let id = if version >= 10 { d.get_uuid()? } else { Uuid::NIL };
         let internal = version >= 1 && d.get_bool()?;
         let count = d.get_array_len(flexible)?;
-        // Exact for an honest answer. The decoder has checked the count against the bytes
-        // left; a partition takes at least MIN_PARTITION_BYTES of them, which bounds it closer.
-        let mut partitions = Vec::with_capacity(count.min(d.remaining() / MIN_PARTITION_BYTES));
-        for _ in 0..count {
-            partitions.push(partition_from(
-                MetadataResponsePartition::decode(d, version)?,
-                &mut lists,
-            ));
+        let first = d.clone();
+        let mut same = name
+            .as_ref()
+            .and_then(|n| cached.topics.get(n.as_str()))
+            .filter(|t| t.partitions.len() == count);
+        if let Some(t) = same {
+            for c in &t.partitions {
+                if !unchanged(&MetadataResponsePartition::decode(d, version)?, c) {
+                    same = None;
+                    break;
+                }
+            }
         }
+        let partitions = if same.is_some() {
+            None
+        } else {
+            // From the first partition again, if some matched.
+            *d = first;
+            // Exact for an honest answer. The decoder has checked the count against the bytes
+            // left; a partition takes at least MIN_PARTITION_BYTES of them, which bounds it
+            // closer.
+            let mut partitions = Vec::with_capacity(count.min(d.remaining() / MIN_PARTITION_BYTES));
+            for _ in 0..count {
+                partitions.push(partition_from(
+                    MetadataResponsePartition::decode(d, version)?,
+                    &mut lists,
+                ));
+            }
+            // In place: a stable sort would allocate half the list again. Kafka numbers
+            // partitions uniquely, so stability is of no use.
+            if partitions.windows(2).any(|w| w[0].partition > w[1].partition) {
+                partitions.sort_unstable_by_key(|p| p.partition);
+            }
+            Some(partitions)
+        };
         if version >= 8 {
             d.get_i32()?; // topic_authorized_operations
         }
         skip_tagged_fields(d, flexible)?;
-        // In place: a stable sort would allocate half the list again. Kafka numbers partitions
-        // uniquely, so stability is of no use.
-        if partitions.windows(2).any(|w| w[0].partition > w[1].partition) {
-            partitions.sort_unstable_by_key(|p| p.partition);
-        }
-        if let Some(name) = name {
-            let name = String::from(name);
-            let topic = TopicMetadata {
-                name: name.clone(),
-                id,
-                error,
-                internal,
-                partitions,
-            };
-            topics.insert(name, Arc::new(topic));
-        }
+        let Some(name) = name else { continue };
+        let topic = match (partitions, same) {
+            (None, Some(t)) if (t.id, t.error, t.internal) == (id, error, internal) => t.clone(),
+            (partitions, same) => {
+                let name = String::from(name.as_str());
+                let partitions = partitions
+                    .or_else(|| same.map(|t| t.partitions.clone()))
+                    .unwrap_or_default();
+                Arc::new(TopicMetadata {
+                    name,
+                    id,
+                    error,
+                    internal,
+                    partitions,
+                })
+            }
+        };
+        topics.insert(topic.name.clone(), topic);
     }
     if (8..=10).contains(&version) {
         d.get_i32()?; // cluster_authorized_operations
@@ -870,6 +909,16 @@ fn decode_metadata(d: &mut Decoder<'_>, version: i16) -> std::result::Result<Met
         brokers,
         topics,
     })
+}
+
+/// Whether `p`, read from the wire, says what the cached `c` says.
+fn unchanged(p: &MetadataResponsePartition, c: &PartitionMetadata) -> bool {
+    p.partition_index == c.partition
+        && p.leader_id == c.leader
+        && p.leader_epoch == c.leader_epoch
+        && p.error_code == c.error.code()
+        && *p.replica_nodes == *c.replicas
+        && *p.isr_nodes == *c.isr
 }
 
 /// Reads past a flexible structure's tagged fields, none of which the cache keeps.
@@ -1053,11 +1102,16 @@ mod tests {
     }
 
     /// The cache's view of `r` as a broker would send it: encoded at `version`, then read by
-    /// [`decode_metadata`].
+    /// [`decode_metadata`] into an empty cache.
     fn metadata_at(r: &MetadataResponse, version: i16) -> Metadata {
+        metadata_over(r, version, &Metadata::default())
+    }
+
+    /// [`metadata_at`] with `cached` in the cache.
+    fn metadata_over(r: &MetadataResponse, version: i16, cached: &Metadata) -> Metadata {
         let frame = bytes::Bytes::from(r.to_bytes(version).unwrap());
         let mut d = Decoder::new(&frame);
-        let m = decode_metadata(&mut d, version).unwrap();
+        let m = decode_metadata(&mut d, version, cached).unwrap();
         assert_eq!(d.remaining(), 0, "v{version}: bytes left over");
         m
     }
@@ -1130,6 +1184,66 @@ mod tests {
             }
         }
         assert!(partitions > 1000, "the samples had only {partitions} partitions");
+    }
+
+    #[test]
+    fn a_refresh_shares_the_cached_topics_that_have_not_changed() {
+        use crate::protocol::messages::metadata_response::MetadataResponseTopic;
+        let topic = |name: &str, leaders: &[i32]| MetadataResponseTopic {
+            name: Some(name.into()),
+            topic_id: Uuid([name.len() as u8; 16]),
+            partitions: leaders
+                .iter()
+                .enumerate()
+                .map(|(i, &leader)| MetadataResponsePartition {
+                    partition_index: i as i32,
+                    leader_id: leader,
+                    replica_nodes: [1, 2].into(),
+                    isr_nodes: [1, 2].into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let answer = |topics: Vec<MetadataResponseTopic>| MetadataResponse {
+            topics,
+            ..Default::default()
+        };
+        let v = ApiKey::Metadata.versions().max;
+        let first = metadata_at(&answer(vec![topic("a", &[1, 2, 1]), topic("bb", &[2, 1])]), v);
+        let again = answer(vec![topic("a", &[1, 2, 1]), topic("bb", &[2, 2])]);
+        let second = metadata_over(&again, v, &first);
+        // Each read is what an empty cache would make of it.
+        assert_eq!(second, metadata_at(&again, v));
+        assert!(Arc::ptr_eq(&first.topics["a"], &second.topics["a"]));
+        // One leader moved in "bb" (its last partition): a topic of its own.
+        assert!(!Arc::ptr_eq(&first.topics["bb"], &second.topics["bb"]));
+        assert_eq!(second.topics["bb"].partitions[1].leader, 2);
+        // The same partitions under a topic-level change, in another order, or fewer of them.
+        let mut error = topic("a", &[1, 2, 1]);
+        error.error_code = KafkaCode::TopicAuthorizationFailed.code();
+        let mut reversed = topic("a", &[1, 2, 1]);
+        reversed.partitions.reverse();
+        let shorter = topic("a", &[1, 2]);
+        for t in [error, reversed, shorter] {
+            let again = answer(vec![t]);
+            let second = metadata_over(&again, v, &first);
+            assert_eq!(second, metadata_at(&again, v));
+            assert!(!Arc::ptr_eq(&first.topics["a"], &second.topics["a"]));
+        }
+        // Against every version and random answers, reading over a cache changes nothing.
+        use crate::protocol::{Sample, SampleGen};
+        for version in ApiKey::Metadata.versions().min..=v {
+            for seed in 0..50u64 {
+                let r = MetadataResponse::sample(&mut SampleGen::new(seed), version);
+                let cached = metadata_at(&r, version);
+                assert_eq!(
+                    metadata_over(&r, version, &cached),
+                    cached,
+                    "v{version} seed {seed}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub enum Phase {
     Refresh,
     /// A producer's first send to the topic (which fetches its metadata), and a flush.
     Produce,
+    /// `Client::refresh_metadata` again, the same answer, while the first one's is cached.
+    Again,
 }
 
 impl Phase {
@@ -46,11 +48,12 @@ impl Phase {
         match self {
             Phase::Refresh => "refresh",
             Phase::Produce => "produce",
+            Phase::Again => "again",
         }
     }
 
     pub fn parse(s: &str) -> Option<Phase> {
-        [Phase::Refresh, Phase::Produce]
+        [Phase::Refresh, Phase::Produce, Phase::Again]
             .into_iter()
             .find(|p| p.name() == s)
     }
@@ -359,10 +362,11 @@ pub fn run_phase(addr: &str, phase: Phase) -> Measured {
         .unwrap();
     // Opens the bootstrap connection, so that only the Metadata answer's handling is measured.
     client.any_broker_versions().unwrap();
+    let first = (phase == Phase::Again).then(|| client.refresh_metadata(Some(&[TOPIC])).unwrap());
     assert!(reset_peak(), "/proc/self/clear_refs is not writable");
     let before_kib = rss_kib();
     let partitions = match phase {
-        Phase::Refresh => {
+        Phase::Refresh | Phase::Again => {
             let meta = client.refresh_metadata(Some(&[TOPIC])).unwrap();
             meta.topics[TOPIC].partitions.len()
         }
@@ -377,6 +381,7 @@ pub fn run_phase(addr: &str, phase: Phase) -> Measured {
             client.cached_metadata().topics[TOPIC].partitions.len()
         }
     };
+    drop(first);
     Measured {
         before_kib,
         peak_kib: peak_rss_kib(),
