@@ -1378,16 +1378,18 @@ mod tests {
             partition: p,
             leader,
             leader_epoch: 3,
-            replicas: vec![],
-            isr: vec![],
+            replicas: [].into(),
+            isr: [].into(),
             error: KafkaCode::None,
         };
-        let topic = |name: &str, error, partitions| TopicMetadata {
-            name: name.into(),
-            id: crate::protocol::Uuid::NIL,
-            error,
-            internal: false,
-            partitions,
+        let topic = |name: &str, error, partitions| {
+            std::sync::Arc::new(TopicMetadata {
+                name: name.into(),
+                id: crate::protocol::Uuid::NIL,
+                error,
+                internal: false,
+                partitions,
+            })
         };
         let mut meta = Metadata::default();
         meta.topics.insert(

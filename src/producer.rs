@@ -432,22 +432,31 @@ impl Batch {
     }
 }
 
-#[derive(Debug, Default)]
-struct PartitionState {
-    /// Leader broker id; -1 while unknown.
-    leader: i32,
-    /// Oldest first; only the front batch is ever in flight.
-    queue: VecDeque<Batch>,
-}
-
+/// A topic's partitions as the producer sees them. A topic can have millions of partitions and
+/// a producer writes to a few at a time, so what each partition costs is its leader (4 bytes):
+/// batches are kept only for the partitions that have some.
 #[derive(Debug, Default)]
 struct TopicState {
-    /// Indexed by partition id.
-    partitions: Vec<PartitionState>,
+    /// Leader broker id by partition index; -1 while unknown.
+    leaders: Vec<i32>,
+    /// The pending batches of each partition with any, oldest first; only the front batch is
+    /// ever in flight. An emptied queue is removed.
+    queues: BTreeMap<i32, VecDeque<Batch>>,
     /// Partitions with a leader, for records without a key.
     available: Vec<i32>,
     /// Where records without a key go until that batch is full.
     sticky: Option<i32>,
+}
+
+impl TopicState {
+    /// The leader of partition `p`, -1 while unknown.
+    fn leader(&self, p: i32) -> i32 {
+        usize::try_from(p)
+            .ok()
+            .and_then(|i| self.leaders.get(i))
+            .copied()
+            .unwrap_or(-1)
+    }
 }
 
 /// What a round of sending takes: the front batch of each chosen partition, by leader.
@@ -504,7 +513,7 @@ impl Accumulator {
             code: KafkaCode::UnknownTopicOrPartition,
             message: Some(format!("topic {} has no metadata", r.topic)),
         })?;
-        let count = t.partitions.len() as i32;
+        let count = t.leaders.len() as i32;
         let mut p = match (r.partition, &r.key) {
             (Some(p), _) if (0..count).contains(&p) => p,
             (Some(p), _) => {
@@ -528,9 +537,9 @@ impl Accumulator {
         let mut closed = false;
         if r.partition.is_none() && r.key.is_none() {
             let over = t
-                .partitions
-                .get_mut(p as usize)
-                .and_then(|s| s.queue.back_mut())
+                .queues
+                .get_mut(&p)
+                .and_then(|q| q.back_mut())
                 .filter(|b| !b.closed && !b.records.is_empty() && b.bytes + size > self.batch_limit);
             if let Some(b) = over {
                 b.closed = true;
@@ -539,19 +548,20 @@ impl Accumulator {
                 p = next_sticky(t, &mut self.rr);
             }
         }
-        let Some(part) = t.partitions.get_mut(p as usize) else {
+        if !(0..count).contains(&p) {
             // Only reachable with a topic of no partitions, which add_topic never registers.
             return Err(Error::NoBroker(format!("{}-{p} has no metadata", r.topic)));
-        };
-        let open = match part.queue.back_mut() {
+        }
+        let queue = t.queues.entry(p).or_default();
+        let open = match queue.back_mut() {
             Some(b) if !b.closed && (b.records.is_empty() || b.bytes + size <= self.batch_limit) => b,
             other => {
                 if let Some(b) = other.filter(|b| !b.closed) {
                     b.closed = true;
                     closed = true;
                 }
-                part.queue.push_back(Batch::new(now));
-                part.queue.back_mut().ok_or(Error::Closed)?
+                queue.push_back(Batch::new(now));
+                queue.back_mut().ok_or(Error::Closed)?
             }
         };
         open.bytes += size;
@@ -575,15 +585,15 @@ impl Accumulator {
     fn has_closed(&self) -> bool {
         self.topics
             .values()
-            .flat_map(|t| &t.partitions)
-            .any(|p| p.queue.iter().any(|b| b.closed))
+            .flat_map(|t| t.queues.values())
+            .any(|q| q.iter().any(|b| b.closed))
     }
 
     fn oldest(&self) -> Option<Instant> {
         self.topics
             .values()
-            .flat_map(|t| &t.partitions)
-            .filter_map(|p| p.queue.front().map(|b| b.created))
+            .flat_map(|t| t.queues.values())
+            .filter_map(|q| q.front().map(|b| b.created))
             .min()
     }
 
@@ -595,44 +605,42 @@ impl Accumulator {
         let ready: BTreeSet<i32> = self
             .topics
             .values()
-            .flat_map(|t| &t.partitions)
-            .filter(|p| p.queue.iter().any(|b| b.closed))
-            .map(|p| p.leader)
+            .flat_map(|t| t.queues.iter().map(move |(p, q)| (t.leader(*p), q)))
+            .filter(|(_, q)| q.iter().any(|b| b.closed))
+            .map(|(leader, _)| leader)
             .collect();
         let mut plan = Plan::new();
         let mut leaderless = false;
         let mut wake: Option<Instant> = None;
         for (name, t) in &self.topics {
-            for (i, p) in t.partitions.iter().enumerate() {
-                let Some(b) = p.queue.front() else { continue };
-                if only_closed && !ready.contains(&p.leader) {
+            for (&i, q) in &t.queues {
+                let Some(b) = q.front() else { continue };
+                let leader = t.leader(i);
+                if only_closed && !ready.contains(&leader) {
                     continue;
                 }
                 if let Some(at) = b.retry_at.filter(|at| *at > now) {
                     wake = Some(wake.map_or(at, |w| w.min(at)));
                     continue;
                 }
-                if p.leader < 0 {
+                if leader < 0 {
                     leaderless = true;
                     continue;
                 }
-                plan.entry(p.leader)
+                plan.entry(leader)
                     .or_default()
-                    .push(TopicPartition::new(name.clone(), i as i32));
+                    .push(TopicPartition::new(name.clone(), i));
             }
         }
         (plan, leaderless, wake)
     }
 
     fn front_mut(&mut self, tp: &TopicPartition) -> Option<&mut Batch> {
-        self.partition_mut(tp).and_then(|p| p.queue.front_mut())
-    }
-
-    fn partition_mut(&mut self, tp: &TopicPartition) -> Option<&mut PartitionState> {
         self.topics
             .get_mut(&tp.topic)?
-            .partitions
-            .get_mut(tp.partition as usize)
+            .queues
+            .get_mut(&tp.partition)?
+            .front_mut()
     }
 
     /// The front batch of `tp` encoded for `magic`, and closed to appends from now on. The
@@ -660,7 +668,13 @@ impl Accumulator {
 
     /// Removes the front batch of `tp` (acknowledged or failed for good).
     fn pop(&mut self, tp: &TopicPartition) -> Option<Batch> {
-        let b = self.partition_mut(tp)?.queue.pop_front()?;
+        let queues = &mut self.topics.get_mut(&tp.topic)?.queues;
+        let queue = queues.get_mut(&tp.partition)?;
+        let b = queue.pop_front();
+        if queue.is_empty() {
+            queues.remove(&tp.partition);
+        }
+        let b = b?;
         self.pending = self.pending.saturating_sub(b.records.len());
         Some(b)
     }
@@ -669,18 +683,18 @@ impl Accumulator {
     fn expire(&mut self, timeout: Duration, now: Instant) -> Vec<(TopicPartition, Batch)> {
         let mut out = Vec::new();
         for (name, t) in &mut self.topics {
-            for (i, p) in t.partitions.iter_mut().enumerate() {
-                while p
-                    .queue
+            for (&i, q) in &mut t.queues {
+                while q
                     .front()
                     .is_some_and(|b| now.saturating_duration_since(b.created) >= timeout)
                 {
-                    if let Some(b) = p.queue.pop_front() {
+                    if let Some(b) = q.pop_front() {
                         self.pending = self.pending.saturating_sub(b.records.len());
-                        out.push((TopicPartition::new(name.clone(), i as i32), b));
+                        out.push((TopicPartition::new(name.clone(), i), b));
                     }
                 }
             }
+            t.queues.retain(|_, q| !q.is_empty());
         }
         out
     }
@@ -691,7 +705,7 @@ impl Accumulator {
 fn next_sticky(t: &mut TopicState, rr: &mut u32) -> i32 {
     *rr = rr.wrapping_add(1);
     let p = if t.available.is_empty() {
-        (*rr % (t.partitions.len().max(1) as u32)) as i32
+        (*rr % (t.leaders.len().max(1) as u32)) as i32
     } else {
         t.available[*rr as usize % t.available.len()]
     };
@@ -702,9 +716,7 @@ fn next_sticky(t: &mut TopicState, rr: &mut u32) -> i32 {
 fn apply_topic(state: &mut TopicState, t: &TopicMetadata, meta: &Metadata) {
     if t.error == KafkaCode::UnknownTopicOrPartition {
         // Deleted (or not yet visible on this broker): nothing can be sent until it is back.
-        for p in &mut state.partitions {
-            p.leader = -1;
-        }
+        state.leaders.fill(-1);
         state.available.clear();
         return;
     }
@@ -714,25 +726,26 @@ fn apply_topic(state: &mut TopicState, t: &TopicMetadata, meta: &Metadata) {
     // Kafka numbers partitions 0..n; an index outside that is ignored rather than allowed to
     // size a vector.
     let n = t.partitions.len();
-    if state.partitions.len() < n {
-        state.partitions.resize_with(n, PartitionState::default);
+    if state.leaders.len() < n {
+        state.leaders.resize(n, -1);
     }
     for p in &t.partitions {
         if let Some(s) = usize::try_from(p.partition)
             .ok()
             .filter(|i| *i < n)
-            .and_then(|i| state.partitions.get_mut(i))
+            .and_then(|i| state.leaders.get_mut(i))
         {
-            s.leader = if p.leader >= 0 && meta.brokers.contains_key(&p.leader) {
+            *s = if p.leader >= 0 && meta.brokers.contains_key(&p.leader) {
                 p.leader
             } else {
                 -1
             };
         }
     }
-    state.available = (0..state.partitions.len() as i32)
-        .filter(|i| state.partitions[*i as usize].leader >= 0)
-        .collect();
+    state.available.clear();
+    state
+        .available
+        .extend((0..state.leaders.len() as i32).filter(|i| state.leaders[*i as usize] >= 0));
     if state.sticky.is_some_and(|p| !state.available.contains(&p)) {
         state.sticky = None;
     }
@@ -1390,6 +1403,7 @@ mod tests {
         BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
     };
     use crate::protocol::{Message, VersionRange};
+    use std::sync::Arc;
 
     #[test]
     fn murmur2_matches_kafka_utils_test() {
@@ -1440,7 +1454,7 @@ mod tests {
         }
         m.topics.insert(
             topic.into(),
-            TopicMetadata {
+            Arc::new(TopicMetadata {
                 name: topic.into(),
                 id: Default::default(),
                 error: KafkaCode::None,
@@ -1452,12 +1466,12 @@ mod tests {
                         partition: i as i32,
                         leader,
                         leader_epoch: 0,
-                        replicas: vec![],
-                        isr: vec![],
+                        replicas: [].into(),
+                        isr: [].into(),
                         error: KafkaCode::None,
                     })
                     .collect(),
-            },
+            }),
         );
         m
     }
@@ -1550,7 +1564,7 @@ mod tests {
         );
         assert_eq!(append(&mut acc, r()), (0, false), "a new batch opens");
         append(&mut acc, rec("t", None, "x").partition(1));
-        let q = &acc.topics["t"].partitions[0].queue;
+        let q = &acc.topics["t"].queues[&0];
         assert_eq!(q.len(), 2);
         assert_eq!(q[0].records.len(), 3);
         assert!(q[0].closed && !q[1].closed);
@@ -1567,12 +1581,12 @@ mod tests {
         let mut acc = acc_with("t", &[1], 100);
         assert_eq!(append(&mut acc, rec("t", None, "0123456789")), (0, false));
         assert_eq!(append(&mut acc, rec("t", None, "0123456789")), (0, true));
-        assert_eq!(acc.topics["t"].partitions[0].queue.len(), 2);
+        assert_eq!(acc.topics["t"].queues[&0].len(), 2);
         // A record bigger than the limit gets a batch of its own.
         let mut acc = acc_with("t", &[1], 0);
         assert!(append(&mut acc, rec("t", None, "0123456789")).1);
         assert!(append(&mut acc, rec("t", None, "0123456789")).1);
-        assert_eq!(acc.topics["t"].partitions[0].queue.len(), 2);
+        assert_eq!(acc.topics["t"].queues[&0].len(), 2);
     }
 
     #[test]
@@ -1605,13 +1619,13 @@ mod tests {
     fn a_deleted_topic_loses_its_leaders() {
         let mut acc = acc_with("t", &[1, 2], 1 << 20);
         let mut m = metadata("t", &[]);
-        m.topics.get_mut("t").unwrap().error = KafkaCode::UnknownTopicOrPartition;
+        Arc::make_mut(m.topics.get_mut("t").unwrap()).error = KafkaCode::UnknownTopicOrPartition;
         acc.update(&m);
-        assert!(acc.topics["t"].partitions.iter().all(|p| p.leader == -1));
+        assert!(acc.topics["t"].leaders.iter().all(|l| *l == -1));
         assert!(acc.topics["t"].available.is_empty());
         // A leader that is not among the brokers counts as none.
         acc.update(&metadata("t", &[1, 7]));
-        assert_eq!(acc.topics["t"].partitions[1].leader, -1);
+        assert_eq!(acc.topics["t"].leaders[1], -1);
         assert_eq!(acc.topics["t"].available, vec![0]);
     }
 
@@ -1902,7 +1916,7 @@ mod tests {
         // Sent (say the answer was lost): the next record must not join it, or the retry
         // would carry it while the first attempt did not.
         append(&mut acc, rec("t", None, "b"));
-        let q = &acc.topics["t"].partitions[0].queue;
+        let q = &acc.topics["t"].queues[&0];
         assert_eq!(q.len(), 2);
         assert_eq!(q[0].records.len(), 1);
         let again = acc.encode_front(&tp, Compression::None, 2, &bv).unwrap().unwrap();

@@ -254,11 +254,26 @@ impl Connection {
         version: i16,
         timeout: Option<Duration>,
     ) -> Result<R::Response> {
+        self.send_at_with(req, version, timeout, <R::Response as Message>::decode)
+    }
+
+    /// [`send_at`](Self::send_at), reading the answer with `decode` instead of decoding
+    /// `R::Response`: for an answer so large (Metadata of a big cluster) that its decoded form
+    /// should never exist whole, `decode` can build what the caller keeps straight from the
+    /// frame. The frame is freed before this returns.
+    pub(crate) fn send_at_with<R: Request, T>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Option<Duration>,
+        decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
+    ) -> Result<T> {
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
         let body = self.exchange::<R>(req, version, timeout)?;
-        <R::Response as Message>::decode(&mut Decoder::new(&body), version)
-            .map_err(|source| self.decode_failed(api, source))
+        let decoded = decode(&mut Decoder::new(&body), version);
+        drop(body);
+        decoded.map_err(|source| self.decode_failed(api, source))
     }
 
     /// Writes `req` at `version` and returns at once; the answer is collected with
@@ -481,6 +496,11 @@ impl Connection {
         while frame.len() < size {
             let want = (size - frame.len()).min(1 << 20);
             let start = frame.len();
+            // Doubling as `resize` would, but never past the announced size: the frame lives as
+            // long as anything decoded from it, and `Bytes` keeps the whole allocation.
+            if frame.capacity() < start + want {
+                frame.reserve_exact(frame_capacity(frame.capacity(), start + want, size) - start);
+            }
             frame.resize(start + want, 0);
             let n = self.read_some(&mut frame[start..], deadline)?;
             frame.truncate(start + n);
@@ -581,5 +601,30 @@ impl Connection {
                 }
             }
         }
+    }
+}
+
+/// The capacity to grow a frame buffer to when `needed` bytes must fit: double `cap`, as
+/// amortized growth does, but at least `needed` and never more than the frame's `size`.
+fn frame_capacity(cap: usize, needed: usize, size: usize) -> usize {
+    cap.saturating_mul(2).clamp(needed, size.max(needed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_capacity;
+
+    #[test]
+    fn frame_buffers_double_but_never_past_the_frame() {
+        const MIB: usize = 1 << 20;
+        assert_eq!(frame_capacity(64 * 1024, MIB, 68 * MIB), MIB);
+        assert_eq!(frame_capacity(MIB, 2 * MIB, 68 * MIB), 2 * MIB);
+        assert_eq!(frame_capacity(8 * MIB, 9 * MIB, 68 * MIB), 16 * MIB);
+        // `resize` would double 64 MiB to 128 MiB for a 68 MiB frame.
+        assert_eq!(frame_capacity(64 * MIB, 65 * MIB, 68 * MIB), 68 * MIB);
+        assert_eq!(
+            frame_capacity(usize::MAX / 2 + 1, usize::MAX, usize::MAX),
+            usize::MAX
+        );
     }
 }

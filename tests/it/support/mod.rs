@@ -3,6 +3,7 @@
 // Each test module uses the helpers it needs; the ones it does not are not dead code.
 #![allow(dead_code)]
 
+pub mod big_metadata;
 pub mod broker;
 pub mod checker;
 pub mod java;
