@@ -6,7 +6,9 @@
 //! member's heartbeat thread take a dedicated connection with [`Client::connect`] instead.
 
 use crate::error::{Error, Result};
-use crate::net::{BrokerVersions, Connection, ConnectionConfig};
+use crate::net::{
+    BrokerVersions, Connection, ConnectionConfig, EndpointIdentification, SecurityProtocol, TlsSettings,
+};
 use crate::protocol::messages::metadata_request::MetadataRequestTopic;
 use crate::protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition};
 use crate::protocol::messages::{
@@ -15,6 +17,7 @@ use crate::protocol::messages::{
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, Uuid};
 use crate::KafkaCode;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -97,6 +100,8 @@ pub struct ClientBuilder {
     reconnect_backoff: Duration,
     reconnect_backoff_max: Duration,
     api_timeout: Duration,
+    security_protocol: SecurityProtocol,
+    tls: TlsSettings,
 }
 
 impl Default for ClientBuilder {
@@ -108,6 +113,8 @@ impl Default for ClientBuilder {
             reconnect_backoff: Duration::from_millis(50),
             reconnect_backoff_max: Duration::from_millis(1000),
             api_timeout: Duration::from_secs(60),
+            security_protocol: SecurityProtocol::Plaintext,
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -182,9 +189,66 @@ impl ClientBuilder {
         self
     }
 
+    /// `security.protocol`: how every connection of the client (bootstrap, metadata, the
+    /// coordinator, heartbeats, fetches, produce, admin) talks to the brokers. Default
+    /// [`SecurityProtocol::Plaintext`]. With `Ssl` or `SaslSsl`, connections use TLS 1.2 or 1.3
+    /// (rustls), verifying the broker's certificate against the system's trust store or
+    /// `ssl.ca.location`, and its host name unless
+    /// `ssl.endpoint.identification.algorithm` is `none`.
+    pub fn security_protocol(mut self, p: SecurityProtocol) -> Self {
+        self.security_protocol = p;
+        self
+    }
+
+    /// `ssl.ca.location`: a PEM file of the CA certificates to trust, in place of the system's
+    /// trust store (a cluster with its own CA, such as Aiven's project CA). Default: the system's
+    /// store.
+    pub fn ssl_ca_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca_location = Some(path.into());
+        self
+    }
+
+    /// `ssl.certificate.location`: a PEM file of the client's certificate chain, for listeners
+    /// that authenticate clients by certificate (mTLS; `ssl.client.auth=required`). Needs
+    /// `ssl.key.location`. Default: none.
+    pub fn ssl_certificate_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.certificate_location = Some(path.into());
+        self
+    }
+
+    /// `ssl.key.location`: a PEM file of the client certificate's private key (PKCS#8, PKCS#1
+    /// or SEC1, unencrypted). Default: none.
+    pub fn ssl_key_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.key_location = Some(path.into());
+        self
+    }
+
+    /// `ssl.endpoint.identification.algorithm`: [`EndpointIdentification::Https`] (default)
+    /// checks that the broker's certificate names the host connected to (the bootstrap address,
+    /// then each broker's advertised host); `None` skips only that check.
+    pub fn ssl_endpoint_identification_algorithm(mut self, a: EndpointIdentification) -> Self {
+        self.tls.endpoint_identification = a;
+        self
+    }
+
     /// Validates the configuration (without touching the network) and builds the client.
-    pub fn build(self) -> Result<Client> {
+    pub fn build(mut self) -> Result<Client> {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
+        if self.security_protocol.uses_sasl() {
+            return Err(Error::Config {
+                property: "security.protocol",
+                problem: format!(
+                    "{} is not supported yet (SASL is being added)",
+                    self.security_protocol
+                ),
+            });
+        }
+        // Certificates and keys are read here, so a missing file fails before any connection.
+        self.conn.tls = if self.security_protocol.uses_tls() {
+            Some(self.tls.client_config()?)
+        } else {
+            None
+        };
         let positive = |property: &'static str, d: Duration| {
             if d.is_zero() {
                 Err(Error::Config {

@@ -137,6 +137,15 @@ pub enum Error {
         /// What happened.
         violation: ProtocolViolation,
     },
+    /// The TLS handshake (or a TLS record) with a broker failed: an untrusted, expired or
+    /// mismatched certificate, a broker that wants a client certificate, or a listener that does
+    /// not speak TLS. Not retried: every broker of a cluster would answer the same.
+    Tls {
+        /// The broker address.
+        addr: String,
+        /// The TLS library's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// No broker could be reached or none is known for what was asked.
     NoBroker(String),
     /// Another process joined the group with this member's `group.instance.id`; the member
@@ -238,6 +247,9 @@ impl fmt::Display for Error {
                 ),
                 ProtocolViolation::Handshake(m) => write!(f, "{addr}: ApiVersions handshake failed: {m}"),
             },
+            Error::Tls { addr, source } => {
+                write!(f, "TLS with {addr} failed: {}", tls_explanation(addr, source.as_ref()))
+            }
             Error::NoBroker(m) => write!(f, "no broker available: {m}"),
             Error::Fenced { group, instance_id } => write!(
                 f,
@@ -271,6 +283,7 @@ impl std::error::Error for Error {
             Error::Encode { source, .. } => Some(source),
             Error::Decode { source, .. } => Some(source),
             Error::Timeout { last: Some(last), .. } => Some(last.as_ref()),
+            Error::Tls { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }
@@ -308,15 +321,20 @@ impl Error {
     pub fn breaks_connection(&self) -> bool {
         match self {
             Error::Timeout { which, .. } => *which != Timeout::Retries,
-            Error::Io { .. } | Error::Protocol { .. } | Error::Decode { .. } | Error::Closed => true,
+            Error::Io { .. }
+            | Error::Protocol { .. }
+            | Error::Decode { .. }
+            | Error::Tls { .. }
+            | Error::Closed => true,
             _ => false,
         }
     }
 
     /// Whether the broker could not be reached or its connection broke: another broker, or
-    /// the same one later, may answer.
+    /// the same one later, may answer. A TLS failure is not among them: the certificates and
+    /// settings that made it are the same for every broker and every try.
     pub(crate) fn is_unreachable(&self) -> bool {
-        self.breaks_connection() || matches!(self, Error::NoBroker(_))
+        (self.breaks_connection() && !matches!(self, Error::Tls { .. })) || matches!(self, Error::NoBroker(_))
     }
 
     /// Whether a request to a group coordinator failed only because the coordinator is moving,
@@ -337,3 +355,36 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a TLS failure means for the operator, with the setting to look at.
+fn tls_explanation(addr: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let Some(e) = e.downcast_ref::<E>() else {
+        return e.to_string();
+    };
+    match e {
+        E::InvalidCertificate(C::UnknownIssuer) => format!(
+            "the broker's certificate is not signed by a trusted CA ({e}); set ssl.ca.location to \
+             the PEM file of the CA that signed it"
+        ),
+        E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+            format!("the broker's certificate has expired ({e})")
+        }
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => format!(
+            "the broker's certificate is not valid for {host:?} ({e}); connect by a name the \
+             certificate has, or set ssl.endpoint.identification.algorithm=none"
+        ),
+        E::InvalidMessage(_) => format!(
+            "the broker did not answer in TLS ({e}); is {addr} a PLAINTEXT listener? \
+             (security.protocol)"
+        ),
+        E::AlertReceived(A::CertificateRequired | A::BadCertificate | A::HandshakeFailure | A::UnknownCA) => {
+            format!(
+                "the broker refused the handshake ({e}); does the listener require a client \
+             certificate (ssl.certificate.location, ssl.key.location) signed by a CA it trusts?"
+            )
+        }
+        other => other.to_string(),
+    }
+}

@@ -84,4 +84,5 @@ pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, Top
 pub use code::KafkaCode;
 pub use consumer::{Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetReset, Polled};
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
+pub use net::{EndpointIdentification, SecurityProtocol};
 pub use producer::{Acks, Producer, ProducerBuilder, ProducerRecord};

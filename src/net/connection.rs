@@ -7,6 +7,8 @@
 //! frame boundary.
 
 use crate::error::{Error, ProtocolViolation, Result, Timeout};
+use crate::net::stream::Stream;
+use crate::net::tls::Tls;
 use crate::net::versions::{self, BrokerVersions, Capability, Handshake};
 use crate::protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
 use crate::protocol::{
@@ -15,6 +17,7 @@ use crate::protocol::{
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -32,6 +35,9 @@ pub struct ConnectionConfig {
     pub max_response_size: usize,
     /// Highest version to use per API key, for pinning.
     pub version_caps: BTreeMap<i16, i16>,
+    /// The TLS configuration when `security.protocol` is SSL or SASL_SSL (set by
+    /// `ClientBuilder::build` from the `ssl.*` settings).
+    pub tls: Option<Tls>,
 }
 
 impl ConnectionConfig {
@@ -55,7 +61,36 @@ impl Default for ConnectionConfig {
             request_timeout: Duration::from_secs(30),
             max_response_size: 100 * 1024 * 1024,
             version_caps: BTreeMap::new(),
+            tls: None,
         }
+    }
+}
+
+/// Whether an I/O error carries a TLS failure (rustls reports them as `InvalidData`).
+fn is_tls_error(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
+/// The error for a TLS failure with `addr`: a rustls error keeps its cause and gets an
+/// explanation; a timeout or reset during the handshake stays what it is.
+fn tls_error(addr: &str, e: io::Error) -> Error {
+    if !is_tls_error(&e) {
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout {
+                which: Timeout::Response,
+                operation: format!("TLS handshake with {addr}"),
+                last: None,
+            },
+            _ => Error::Io {
+                addr: addr.to_string(),
+                source: e,
+            },
+        };
+    }
+    let source = e.into_inner().expect("checked by is_tls_error");
+    Error::Tls {
+        addr: addr.to_string(),
+        source,
     }
 }
 
@@ -95,7 +130,7 @@ const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A connected, version-negotiated broker connection.
 #[derive(Debug)]
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     addr: String,
     peer: SocketAddr,
     next_correlation_id: i32,
@@ -158,9 +193,33 @@ impl Connection {
             let connect_timeout = crate::deadline::clamp(config.connect_timeout, deadline);
             match TcpStream::connect_timeout(&peer, connect_timeout) {
                 Ok(stream) => {
-                    let mut conn = Connection::from_stream(stream, addr, peer, config)?;
-                    watch(conn.interrupter());
-                    let shaken = conn.handshake(crate::deadline::clamp(config.request_timeout, deadline));
+                    let io_err = |source| Error::Io {
+                        addr: addr.to_string(),
+                        source,
+                    };
+                    // Requests are small and latency-bound (heartbeats); Nagle would hold them
+                    // back.
+                    stream.set_nodelay(true).map_err(io_err)?;
+                    stream
+                        .set_write_timeout(Some(config.request_timeout))
+                        .map_err(io_err)?;
+                    watch(stream.try_clone().ok().map(Interrupter));
+                    let timeout = crate::deadline::clamp(config.request_timeout, deadline);
+                    let stream = match &config.tls {
+                        None => Stream::Plain(stream),
+                        Some(tls) => {
+                            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                            match Stream::tls(stream, host, tls, timeout) {
+                                Ok(s) => s,
+                                Err(e) => {
+                                    watch(None);
+                                    return Err(tls_error(addr, e));
+                                }
+                            }
+                        }
+                    };
+                    let mut conn = Connection::from_stream(stream, addr, peer, config);
+                    let shaken = conn.handshake(timeout);
                     watch(None);
                     shaken?;
                     return Ok(conn);
@@ -183,22 +242,8 @@ impl Connection {
         Err(last)
     }
 
-    fn from_stream(
-        stream: TcpStream,
-        addr: &str,
-        peer: SocketAddr,
-        config: &ConnectionConfig,
-    ) -> Result<Self> {
-        let io_err = |source| Error::Io {
-            addr: addr.to_string(),
-            source,
-        };
-        // Requests are small and latency-bound (heartbeats); Nagle would hold them back.
-        stream.set_nodelay(true).map_err(io_err)?;
-        stream
-            .set_write_timeout(Some(config.request_timeout))
-            .map_err(io_err)?;
-        Ok(Connection {
+    fn from_stream(stream: Stream, addr: &str, peer: SocketAddr, config: &ConnectionConfig) -> Self {
+        Connection {
             stream,
             addr: addr.to_string(),
             peer,
@@ -208,7 +253,7 @@ impl Connection {
             client_id: config.client_id.as_deref().map(KafkaStr::from),
             broken: false,
             write_buf: Vec::with_capacity(256),
-        })
+        }
     }
 
     /// The address this connection was opened with (`host:port`).
@@ -326,29 +371,12 @@ impl Connection {
             .map_err(|source| self.decode_failed(api, source))
     }
 
-    /// Whether at least one byte can be read before `until`, without consuming it. Looks at
+    /// Whether response bytes can be read before `until`, without consuming them. Looks at
     /// least once, even when `until` has passed, so that an answer already in is not missed.
     fn wait_readable(&mut self, until: Instant) -> Result<bool> {
-        loop {
-            // A zero read timeout would mean "block forever" to the socket.
-            let left = crate::deadline::left(until).max(Duration::from_millis(1));
-            if let Err(e) = self.stream.set_read_timeout(Some(left)) {
-                return Err(self.fail_io(e, Timeout::Response));
-            }
-            match self.stream.peek(&mut [0u8; 1]) {
-                Ok(0) => {
-                    let e = io::Error::new(io::ErrorKind::UnexpectedEof, "broker closed the connection");
-                    return Err(self.fail_io(e, Timeout::Response));
-                }
-                Ok(_) => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    if Instant::now() >= until {
-                        return Ok(false);
-                    }
-                }
-                Err(e) => return Err(self.fail_io(e, Timeout::Response)),
-            }
+        match self.stream.wait_readable(until) {
+            Ok(ready) => Ok(ready),
+            Err(e) => Err(self.fail_io(e, Timeout::Response)),
         }
     }
 
@@ -356,7 +384,7 @@ impl Connection {
     /// blocked read or write on it return at once (how a member's close interrupts its
     /// heartbeat thread mid-request). `None` if the socket cannot be shared.
     pub fn interrupter(&self) -> Option<Interrupter> {
-        self.stream.try_clone().ok().map(Interrupter)
+        self.stream.tcp().try_clone().ok().map(Interrupter)
     }
 
     /// Sends `req` at `version` without waiting for a response, for the one request the broker
@@ -397,7 +425,7 @@ impl Connection {
         let written = encoded.map(|()| {
             let size = (buf.len() - 4) as i32;
             buf.set_i32(0, size);
-            buf.write_to(&mut self.stream)
+            buf.write_to(&mut self.stream).and_then(|()| self.stream.flush())
         });
         self.write_buf = buf.into_vec();
         match written {
@@ -458,7 +486,10 @@ impl Connection {
 
     fn fail_io(&mut self, e: io::Error, which: Timeout) -> Error {
         self.broken = true;
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        let _ = self.stream.tcp().shutdown(std::net::Shutdown::Both);
+        if is_tls_error(&e) {
+            return tls_error(&self.addr, e);
+        }
         match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout {
                 which,
@@ -480,7 +511,7 @@ impl Connection {
         // as a TLS alert read as a length, and must not size an allocation.
         if size < 4 || size as u64 > self.config.max_response_size as u64 {
             self.broken = true;
-            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            let _ = self.stream.tcp().shutdown(std::net::Shutdown::Both);
             return Err(Error::Protocol {
                 addr: self.addr.clone(),
                 violation: ProtocolViolation::FrameSize {
@@ -523,7 +554,7 @@ impl Connection {
             if left.is_zero() {
                 return Err(self.fail_io(io::ErrorKind::TimedOut.into(), Timeout::Response));
             }
-            if let Err(e) = self.stream.set_read_timeout(Some(left)) {
+            if let Err(e) = self.stream.tcp().set_read_timeout(Some(left)) {
                 return Err(self.fail_io(e, Timeout::Response));
             }
             match self.stream.read(buf) {

@@ -2,7 +2,11 @@
 
 pub mod connection;
 pub mod releases;
+mod stream;
+mod tls;
 pub mod versions;
 
 pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};
+pub(crate) use tls::TlsSettings;
+pub use tls::{EndpointIdentification, SecurityProtocol, Tls};
 pub use versions::{BrokerVersions, Capability, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};

@@ -1,0 +1,361 @@
+//! TLS settings (`ssl.*`) and the rustls client configuration made from them once, when the
+//! client is built, so that a missing or unreadable file is a configuration error before any
+//! network call, and every connection shares one configuration.
+
+use crate::error::{Error, Result};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `security.protocol`: how every connection of a client talks to the brokers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SecurityProtocol {
+    /// Plain TCP, no authentication (the default, as in Kafka).
+    #[default]
+    Plaintext,
+    /// TLS, authenticated by a client certificate if one is configured (mTLS).
+    Ssl,
+    /// SASL authentication over plain TCP.
+    SaslPlaintext,
+    /// SASL authentication over TLS (what managed services ask for).
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Whether connections use TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether connections authenticate with SASL.
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
+    }
+
+    /// Kafka's name for it (`SASL_SSL` …).
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for SecurityProtocol {
+    type Err = Error;
+
+    /// Parses Kafka's names, case-insensitively.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
+            "SSL" => Ok(SecurityProtocol::Ssl),
+            "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
+            "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
+            _ => Err(Error::Config {
+                property: "security.protocol",
+                problem: format!("{s:?} is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+            }),
+        }
+    }
+}
+
+/// `ssl.endpoint.identification.algorithm`: whether the broker's certificate must name the host
+/// the client connects to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum EndpointIdentification {
+    /// `https`: the certificate must be valid for the broker's host name or address (default).
+    #[default]
+    Https,
+    /// `none`: any host name is accepted; the certificate chain is still verified.
+    None,
+}
+
+/// The `ssl.*` settings.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TlsSettings {
+    /// `ssl.ca.location`: PEM file of the CA certificates to trust instead of the system's.
+    pub ca_location: Option<PathBuf>,
+    /// `ssl.certificate.location`: PEM file of the client certificate chain (mTLS).
+    pub certificate_location: Option<PathBuf>,
+    /// `ssl.key.location`: PEM file of the client's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_location: Option<PathBuf>,
+    /// `ssl.endpoint.identification.algorithm`.
+    pub endpoint_identification: EndpointIdentification,
+}
+
+/// The TLS configuration every TLS connection of a client uses, made once from the `ssl.*`
+/// settings when the client is built. Opaque: set it through the `ClientBuilder::ssl_*` setters.
+#[derive(Clone)]
+pub struct Tls(pub(crate) Arc<ClientConfig>);
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tls { .. }")
+    }
+}
+
+fn read_pem<T>(
+    property: &'static str,
+    path: &Path,
+    parse: impl FnOnce(&Path) -> std::result::Result<T, String>,
+) -> Result<T> {
+    if let Err(e) = std::fs::metadata(path) {
+        return Err(Error::Config {
+            property,
+            problem: format!("cannot read {}: {e}", path.display()),
+        });
+    }
+    parse(path).map_err(|problem| Error::Config { property, problem })
+}
+
+fn certificates(property: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    read_pem(property, path, |p| {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(p)
+            .map_err(|e| format!("cannot read {}: {e}", p.display()))?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| format!("{} is not a PEM certificate file: {e}", p.display()))?;
+        if certs.is_empty() {
+            return Err(format!("{} holds no PEM certificate", p.display()));
+        }
+        Ok(certs)
+    })
+}
+
+impl TlsSettings {
+    /// Checks the files and builds the rustls configuration. No network call.
+    pub(crate) fn client_config(&self) -> Result<Tls> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = RootCertStore::empty();
+        match &self.ca_location {
+            Some(path) => {
+                for cert in certificates("ssl.ca.location", path)? {
+                    roots.add(cert).map_err(|e| Error::Config {
+                        property: "ssl.ca.location",
+                        problem: format!("{}: not a usable CA certificate: {e}", path.display()),
+                    })?;
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                for e in &found.errors {
+                    log::debug!("system trust store: {e}");
+                }
+                let (added, _) = roots.add_parsable_certificates(found.certs);
+                if added == 0 {
+                    return Err(Error::Config {
+                        property: "ssl.ca.location",
+                        problem: "no CA certificate found in the system's trust store; give a PEM \
+                                  file of the CAs to trust"
+                            .into(),
+                    });
+                }
+            }
+        }
+        let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| Error::Config {
+                property: "ssl.ca.location",
+                problem: format!("cannot verify servers with these CAs: {e}"),
+            })?;
+        let verifier: Arc<dyn ServerCertVerifier> = match self.endpoint_identification {
+            EndpointIdentification::Https => verifier,
+            EndpointIdentification::None => Arc::new(AnyName(verifier)),
+        };
+        let builder = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| Error::Config {
+                property: "security.protocol",
+                problem: format!("TLS versions: {e}"),
+            })?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier);
+        let config = match (&self.certificate_location, &self.key_location) {
+            (None, None) => builder.with_no_client_auth(),
+            (Some(cert), Some(key)) => {
+                let chain = certificates("ssl.certificate.location", cert)?;
+                let key = read_pem("ssl.key.location", key, |p| {
+                    PrivateKeyDer::from_pem_file(p).map_err(|e| {
+                        format!(
+                            "{} is not an unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
+                            p.display()
+                        )
+                    })
+                })?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| Error::Config {
+                        property: "ssl.key.location",
+                        problem: format!("the key does not fit the certificate: {e}"),
+                    })?
+            }
+            (Some(_), None) => {
+                return Err(Error::Config {
+                    property: "ssl.key.location",
+                    problem: "ssl.certificate.location is set but no key for it".into(),
+                })
+            }
+            (None, Some(_)) => {
+                return Err(Error::Config {
+                    property: "ssl.certificate.location",
+                    problem: "ssl.key.location is set but no certificate for it".into(),
+                })
+            }
+        };
+        Ok(Tls(Arc::new(config)))
+    }
+}
+
+/// The name to verify and send as SNI for a broker at `host` (its advertised host name, or an
+/// IP address).
+pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_string()).map_err(|e| Error::Config {
+        property: "bootstrap.servers",
+        problem: format!("{host:?} cannot be checked against a certificate: {e}"),
+    })
+}
+
+/// `ssl.endpoint.identification.algorithm=none`: the chain is verified as usual, only a name
+/// mismatch is accepted.
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn security_protocols_parse_by_kafka_name() {
+        for p in [
+            SecurityProtocol::Plaintext,
+            SecurityProtocol::Ssl,
+            SecurityProtocol::SaslPlaintext,
+            SecurityProtocol::SaslSsl,
+        ] {
+            assert_eq!(p.name().parse::<SecurityProtocol>().unwrap(), p);
+            assert_eq!(p.name().to_lowercase().parse::<SecurityProtocol>().unwrap(), p);
+        }
+        let e = "TLS".parse::<SecurityProtocol>().unwrap_err();
+        assert!(e.to_string().contains("security.protocol"), "{e}");
+        assert!(SecurityProtocol::SaslSsl.uses_tls() && SecurityProtocol::SaslSsl.uses_sasl());
+        assert!(!SecurityProtocol::Ssl.uses_sasl() && !SecurityProtocol::SaslPlaintext.uses_tls());
+    }
+
+    #[test]
+    fn missing_or_unusable_files_are_configuration_errors() {
+        let missing = TlsSettings {
+            ca_location: Some("/no/such/ca.pem".into()),
+            ..Default::default()
+        };
+        let e = missing.client_config().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "ssl.ca.location",
+                    ..
+                }
+            ) && e.to_string().contains("/no/such/ca.pem"),
+            "{e}"
+        );
+        let dir = std::env::temp_dir().join(format!("kafka-group-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not a certificate\n").unwrap();
+        let e = TlsSettings {
+            ca_location: Some(junk.clone()),
+            ..Default::default()
+        }
+        .client_config()
+        .unwrap_err();
+        assert!(e.to_string().contains("no PEM certificate"), "{e}");
+        let e = TlsSettings {
+            ca_location: None,
+            certificate_location: Some(junk.clone()),
+            key_location: None,
+            ..Default::default()
+        }
+        .client_config();
+        // Either the system store is empty here (that error) or the lone certificate is refused.
+        assert!(e.is_err());
+        let e = TlsSettings {
+            key_location: Some(junk),
+            ..Default::default()
+        }
+        .client_config()
+        .unwrap_err();
+        assert!(e.to_string().contains("ssl."), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn server_names_for_hosts_and_addresses() {
+        assert!(matches!(
+            server_name("broker-1.example.com").unwrap(),
+            ServerName::DnsName(_)
+        ));
+        assert!(matches!(
+            server_name("127.0.0.1").unwrap(),
+            ServerName::IpAddress(_)
+        ));
+        assert!(matches!(server_name("[::1]").unwrap(), ServerName::IpAddress(_)));
+    }
+}
