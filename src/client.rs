@@ -231,6 +231,61 @@ impl ClientBuilder {
         self
     }
 
+    /// Sets a client setting by its Kafka property name, as found in a `client.properties`
+    /// file: `bootstrap.servers`, `client.id`, `request.timeout.ms`,
+    /// `socket.connection.setup.timeout.ms`, `default.api.timeout.ms`, `retry.backoff.ms`,
+    /// `reconnect.backoff.ms`, `reconnect.backoff.max.ms`, `security.protocol`,
+    /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
+    /// `ssl.endpoint.identification.algorithm` (`https`, or empty/`none`, as Java's empty
+    /// value means). An unknown name is an [`Error::Config`] naming it, so that a typo is not
+    /// silently ignored; a value that does not parse likewise.
+    pub fn property(self, key: &str, value: &str) -> Result<Self> {
+        let value = value.trim();
+        let ms = |property: &'static str| -> Result<Duration> {
+            value
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| Error::Config {
+                    property,
+                    problem: format!("{value:?} is not a number of milliseconds"),
+                })
+        };
+        Ok(match key {
+            "bootstrap.servers" => self.bootstrap_servers(value),
+            "client.id" => self.client_id(value),
+            "request.timeout.ms" => self.request_timeout(ms("request.timeout.ms")?),
+            "socket.connection.setup.timeout.ms" => {
+                self.connect_timeout(ms("socket.connection.setup.timeout.ms")?)
+            }
+            "default.api.timeout.ms" => self.api_timeout(ms("default.api.timeout.ms")?),
+            "retry.backoff.ms" => self.retry_backoff(ms("retry.backoff.ms")?),
+            "reconnect.backoff.ms" => self.reconnect_backoff(ms("reconnect.backoff.ms")?),
+            "reconnect.backoff.max.ms" => self.reconnect_backoff_max(ms("reconnect.backoff.max.ms")?),
+            "security.protocol" => self.security_protocol(value.parse()?),
+            "ssl.ca.location" => self.ssl_ca_location(value),
+            "ssl.certificate.location" => self.ssl_certificate_location(value),
+            "ssl.key.location" => self.ssl_key_location(value),
+            "ssl.endpoint.identification.algorithm" => {
+                self.ssl_endpoint_identification_algorithm(match value.to_ascii_lowercase().as_str() {
+                    "https" => EndpointIdentification::Https,
+                    "" | "none" => EndpointIdentification::None,
+                    _ => {
+                        return Err(Error::Config {
+                            property: "ssl.endpoint.identification.algorithm",
+                            problem: format!("{value:?} is not https or none"),
+                        })
+                    }
+                })
+            }
+            _ => {
+                return Err(Error::Config {
+                    property: "(property name)",
+                    problem: format!("{key:?} is not a client setting this client knows"),
+                })
+            }
+        })
+    }
+
     /// Validates the configuration (without touching the network) and builds the client.
     pub fn build(mut self) -> Result<Client> {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
@@ -1391,6 +1446,29 @@ mod tests {
         for port in [0, -1, 65536 + 9092] {
             assert!(matches!(coordinator(port), Err(Error::NoBroker(_))), "{port}");
         }
+    }
+
+    #[test]
+    fn properties_set_the_same_settings_as_the_setters() {
+        let b = Client::builder()
+            .property("bootstrap.servers", "h:9093")
+            .unwrap()
+            .property("request.timeout.ms", " 5000 ")
+            .unwrap()
+            .property("security.protocol", "ssl")
+            .unwrap()
+            .property("ssl.endpoint.identification.algorithm", "")
+            .unwrap();
+        assert_eq!(b.bootstrap, "h:9093");
+        assert_eq!(b.conn.request_timeout, Duration::from_secs(5));
+        assert_eq!(b.security_protocol, SecurityProtocol::Ssl);
+        assert_eq!(b.tls.endpoint_identification, EndpointIdentification::None);
+        let e = Client::builder()
+            .property("request.timeout.ms", "5s")
+            .unwrap_err();
+        assert!(e.to_string().contains("request.timeout.ms"), "{e}");
+        let e = Client::builder().property("ssl.cafile", "x").unwrap_err();
+        assert!(e.to_string().contains("ssl.cafile"), "{e}");
     }
 
     #[test]

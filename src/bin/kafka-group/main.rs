@@ -10,6 +10,7 @@ mod output;
 mod broker_versions;
 mod describe;
 mod join;
+mod properties;
 mod remove_member;
 
 use clap::{Parser, Subcommand};
@@ -48,6 +49,13 @@ struct Cli {
     /// Print one JSON document instead of tables (`join`: one JSON object per line).
     #[arg(long, global = true)]
     json: bool,
+
+    /// A properties file of client settings, as Kafka's tools take it (`security.protocol`,
+    /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
+    /// `ssl.endpoint.identification.algorithm`, timeouts, `client.id`); other keys are
+    /// ignored with a warning.
+    #[arg(long, global = true, value_name = "FILE")]
+    command_config: Option<std::path::PathBuf>,
 
     /// How long to keep retrying each broker call, in seconds.
     #[arg(long, global = true, value_name = "SECS", default_value_t = 30)]
@@ -148,15 +156,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
         return Err(Failure::new(USAGE, "--timeout must be at least 1 second"));
     }
     let timeout = Duration::from_secs(cli.timeout);
-    let client = Client::builder()
-        .bootstrap_servers(bootstrap)
+    let mut builder = Client::builder()
         .client_id("kafka-group-cli")
         .api_timeout(timeout)
         // request.timeout.ms is an int32 of milliseconds; a longer --timeout still bounds the
         // whole command through the api timeout.
         .request_timeout(timeout.min(Duration::from_millis(i32::MAX as u64)))
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .build()?;
+        .connect_timeout(timeout.min(Duration::from_secs(10)));
+    if let Some(path) = &cli.command_config {
+        builder = properties::apply(builder, path)?;
+    }
+    // The command line wins over the file, as in Kafka's tools.
+    let client = builder.bootstrap_servers(bootstrap).build()?;
     let ctx = Ctx {
         client,
         json: cli.json,
