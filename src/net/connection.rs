@@ -81,9 +81,18 @@ fn tls_error(addr: &str, e: io::Error) -> Error {
                 operation: format!("TLS handshake with {addr}"),
                 last: None,
             },
-            _ => Error::Io {
+            // A PLAINTEXT listener reads the ClientHello as an absurd frame size and hangs up.
+            // Kept an I/O error (a broker going away mid-handshake is retried like any other),
+            // with the likely cause said.
+            kind => Error::Io {
                 addr: addr.to_string(),
-                source: e,
+                source: io::Error::new(
+                    kind,
+                    format!(
+                        "{e} during the TLS handshake (is this a TLS listener? a PLAINTEXT one hangs \
+                         up on a TLS client: check security.protocol)"
+                    ),
+                ),
             },
         };
     }

@@ -21,3 +21,4 @@ mod producer_tests;
 mod proxy_tests;
 mod records_tests;
 mod support;
+mod tls_tests;

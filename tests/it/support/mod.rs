@@ -5,6 +5,7 @@
 
 pub mod big_metadata;
 pub mod broker;
+pub mod certs;
 pub mod checker;
 pub mod java;
 pub mod kcat;

@@ -38,14 +38,41 @@ pub struct Scripted {
 
 impl Scripted {
     /// Serves connections one after the other until the script returns `Close` on the last.
-    pub fn start(mut script: impl FnMut(&Seen) -> Reply + Send + 'static) -> Scripted {
+    pub fn start(script: impl FnMut(&Seen) -> Reply + Send + 'static) -> Scripted {
+        Self::start_with(|s| Some(Box::new(s) as Box<dyn ReadWrite>), script)
+    }
+
+    /// [`Scripted::start`] over TLS with `tls` as the server's configuration: the handshake is
+    /// done before the first request is read; a failed handshake ends the connection.
+    pub fn start_tls(
+        tls: Arc<rustls::ServerConfig>,
+        script: impl FnMut(&Seen) -> Reply + Send + 'static,
+    ) -> Scripted {
+        Self::start_with(
+            move |s| {
+                let conn = rustls::ServerConnection::new(tls.clone()).ok()?;
+                let mut t = rustls::StreamOwned::new(conn, s);
+                while t.conn.is_handshaking() {
+                    t.conn.complete_io(&mut t.sock).ok()?;
+                }
+                Some(Box::new(t) as Box<dyn ReadWrite>)
+            },
+            script,
+        )
+    }
+
+    fn start_with(
+        wrap: impl FnOnce(TcpStream) -> Option<Box<dyn ReadWrite>> + Send + 'static,
+        mut script: impl FnMut(&Seen) -> Reply + Send + 'static,
+    ) -> Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let seen2 = seen.clone();
         let handle = std::thread::spawn(move || {
             // One connection is all these tests use.
-            let Ok((mut s, _)) = listener.accept() else { return };
+            let Ok((s, _)) = listener.accept() else { return };
+            let Some(mut s) = wrap(s) else { return };
             loop {
                 let Some(req) = read_request(&mut s) else { return };
                 seen2.lock().unwrap().push(req.clone());
@@ -53,15 +80,15 @@ impl Scripted {
                     Reply::Frame(body) => {
                         let mut out = (body.len() as i32).to_be_bytes().to_vec();
                         out.extend(body);
-                        if s.write_all(&out).is_err() {
+                        if s.write_all(&out).and_then(|()| s.flush()).is_err() {
                             return;
                         }
                     }
                     Reply::Raw(bytes) => {
-                        let _ = s.write_all(&bytes);
+                        let _ = s.write_all(&bytes).and_then(|()| s.flush());
                     }
                     Reply::RawThenClose(bytes) => {
-                        let _ = s.write_all(&bytes);
+                        let _ = s.write_all(&bytes).and_then(|()| s.flush());
                         return;
                     }
                     Reply::Close => return,
@@ -96,7 +123,11 @@ impl Drop for Scripted {
     }
 }
 
-fn read_request(s: &mut TcpStream) -> Option<Seen> {
+/// The fake broker's side of a connection: TCP, or TLS over it.
+pub trait ReadWrite: Read + Write + Send {}
+impl<T: Read + Write + Send> ReadWrite for T {}
+
+fn read_request(s: &mut dyn ReadWrite) -> Option<Seen> {
     let mut size = [0u8; 4];
     s.read_exact(&mut size).ok()?;
     let mut body = vec![0u8; i32::from_be_bytes(size) as usize];

@@ -1,0 +1,255 @@
+//! TLS failures a user meets, each one clear and not retried, and hostile input on the TLS path,
+//! against scripted TLS servers (exact error paths; the real-broker TLS tests are in
+//! `secure_tests`).
+
+use crate::support::broker;
+use crate::support::certs::{server_config, Ca};
+use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted};
+use kafka_group::net::{Connection, ConnectionConfig};
+use kafka_group::{Client, ClientBuilder, EndpointIdentification, Error, SecurityProtocol};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+fn tls_builder(bootstrap: &str, ca: &Ca) -> ClientBuilder {
+    Client::builder()
+        .bootstrap_servers(bootstrap)
+        .security_protocol(SecurityProtocol::Ssl)
+        .ssl_ca_location(ca.pem())
+        .request_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(2))
+        .api_timeout(Duration::from_secs(20))
+}
+
+/// The ApiVersions answer a scripted broker gives, so that a handshake past TLS completes.
+fn answer_api_versions(seen: &crate::support::scripted::Seen) -> Reply {
+    Reply::Frame(api_versions_frame(
+        seen.correlation_id,
+        seen.api_version,
+        0,
+        &full_table(),
+    ))
+}
+
+/// One connection through the client's own settings (what every connection of it does).
+fn connect(builder: ClientBuilder, addr: &str) -> Result<Connection, Error> {
+    // The client's connection settings, TLS included, as build() made them.
+    let client = builder.build()?;
+    Connection::connect(addr, client.connection_config())
+}
+
+fn text(e: &Error) -> String {
+    e.to_string()
+}
+
+#[test]
+fn a_tls_connection_to_a_scripted_broker_negotiates_versions() {
+    let ca = Ca::new("ok");
+    let leaf = ca.issue("broker", &["localhost", "127.0.0.1"], false);
+    let server = Scripted::start_tls(server_config(&leaf), |s| match s.api_key {
+        18 => answer_api_versions(s),
+        _ => Reply::Close,
+    });
+    let addr = format!("localhost:{}", server.addr.port());
+    let conn = connect(tls_builder(&addr, &ca), &addr).unwrap();
+    assert!(!conn.broker_versions().is_empty());
+    // By IP address too: the certificate names 127.0.0.1.
+    drop(conn);
+    drop(server);
+    let server = Scripted::start_tls(server_config(&leaf), answer_api_versions);
+    let addr = server.addr.to_string();
+    connect(tls_builder(&addr, &ca), &addr).unwrap();
+}
+
+#[test]
+fn certificate_problems_are_one_clear_error() {
+    let ca = Ca::new("trusted");
+    let other = Ca::new("untrusted");
+    let cases = [
+        (
+            "untrusted CA",
+            other.issue("broker", &["localhost"], false),
+            "not signed by a trusted CA",
+        ),
+        ("expired", ca.issue("expired", &["localhost"], true), "expired"),
+        (
+            "wrong host",
+            ca.issue("wrong-host", &["broker.example.com"], false),
+            "not valid for \"localhost\"",
+        ),
+    ];
+    for (what, leaf, says) in cases {
+        let server = Scripted::start_tls(server_config(&leaf), answer_api_versions);
+        let addr = format!("localhost:{}", server.addr.port());
+        let t = Instant::now();
+        let e = connect(tls_builder(&addr, &ca), &addr).unwrap_err();
+        assert!(matches!(e, Error::Tls { .. }), "{what}: {e:?}");
+        assert!(text(&e).contains(says) && text(&e).contains(&addr), "{what}: {e}");
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "{what}: the cause is kept"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "{what}: took {:?}",
+            t.elapsed()
+        );
+    }
+    // A client call fails at once with it too: a TLS failure is not retried until the api
+    // timeout (20 s here).
+    let leaf = other.issue("broker2", &["localhost"], false);
+    let server = Scripted::start_tls(server_config(&leaf), answer_api_versions);
+    let addr = format!("localhost:{}", server.addr.port());
+    let client = tls_builder(&addr, &ca).build().unwrap();
+    let t = Instant::now();
+    let e = client.find_coordinator("g").unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "retried for {:?}: {e}",
+        t.elapsed()
+    );
+    assert!(text(&e).contains("trusted CA"), "{e}");
+}
+
+#[test]
+fn hostname_verification_can_be_turned_off_but_the_chain_still_counts() {
+    let ca = Ca::new("noverify");
+    let leaf = ca.issue("wrong-host", &["broker.example.com"], false);
+    let server = Scripted::start_tls(server_config(&leaf), answer_api_versions);
+    let addr = format!("localhost:{}", server.addr.port());
+    let b = tls_builder(&addr, &ca).ssl_endpoint_identification_algorithm(EndpointIdentification::None);
+    connect(b, &addr).unwrap();
+    let other = Ca::new("noverify-other");
+    let leaf = other.issue("broker", &["broker.example.com"], false);
+    let server = Scripted::start_tls(server_config(&leaf), answer_api_versions);
+    let addr = format!("localhost:{}", server.addr.port());
+    let b = tls_builder(&addr, &ca).ssl_endpoint_identification_algorithm(EndpointIdentification::None);
+    let e = connect(b, &addr).unwrap_err();
+    assert!(text(&e).contains("trusted CA"), "{e}");
+}
+
+#[test]
+fn tls_and_plaintext_ports_mixed_up_say_so() {
+    // A TLS client on a real broker's PLAINTEXT listener.
+    let ca = Ca::new("mixup");
+    let plain = broker::shared().bootstrap().to_string();
+    let t = Instant::now();
+    let e = connect(tls_builder(&plain, &ca), &plain).unwrap_err();
+    assert!(text(&e).contains("PLAINTEXT one hangs up"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(6), "took {:?}", t.elapsed());
+    // A plaintext client on a TLS port: the TLS server's alert is read as a frame length.
+    let leaf = ca.issue("broker", &["localhost"], false);
+    let server = Scripted::start_tls(server_config(&leaf), answer_api_versions);
+    let addr = format!("localhost:{}", server.addr.port());
+    let e = Connection::connect(&addr, &ConnectionConfig::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Protocol { .. } | Error::Io { .. } | Error::Decode { .. }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn hostile_input_on_the_tls_path_is_an_error_not_a_panic_or_a_hang() {
+    let ca = Ca::new("hostile");
+    let leaf = ca.issue("broker", &["localhost"], false);
+    // Garbage inside TLS after the handshake: a frame size no broker sends.
+    let server = Scripted::start_tls(server_config(&leaf), |_| {
+        Reply::Raw(vec![0x7f, 0xff, 0xff, 0xff, 1, 2, 3])
+    });
+    let addr = format!("localhost:{}", server.addr.port());
+    let e = connect(tls_builder(&addr, &ca), &addr).unwrap_err();
+    assert!(matches!(e, Error::Protocol { .. }), "{e:?}");
+    // A truncated frame inside TLS, then the connection closes.
+    let server = Scripted::start_tls(server_config(&leaf), |_| {
+        Reply::RawThenClose(vec![0, 0, 0, 40, 0, 0])
+    });
+    let addr = format!("localhost:{}", server.addr.port());
+    let e = connect(tls_builder(&addr, &ca), &addr).unwrap_err();
+    assert!(matches!(e, Error::Io { .. } | Error::Tls { .. }), "{e:?}");
+
+    // Raw bytes that are not TLS after the server's first flight, and a truncated TLS record.
+    for bytes in [
+        vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0],
+        vec![0x16, 0x03, 0x03, 0x40, 0x00, 0x02],
+    ] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = format!("localhost:{}", l.local_addr().unwrap().port());
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut hello = [0u8; 512];
+            let _ = s.read(&mut hello);
+            let _ = s.write_all(&bytes);
+            // Closing ends a truncated record: the client must not wait for the rest forever.
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let started = Instant::now();
+        let e = connect(tls_builder(&addr, &ca), &addr).unwrap_err();
+        assert!(matches!(e, Error::Tls { .. } | Error::Io { .. }), "{e:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "took {:?}",
+            started.elapsed()
+        );
+        t.join().unwrap();
+    }
+
+    // A server that accepts and never answers the ClientHello: bounded by the timeouts.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("localhost:{}", l.local_addr().unwrap().port());
+    let t = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(7));
+        drop(s);
+    });
+    let started = Instant::now();
+    let e = connect(tls_builder(&addr, &ca), &addr).unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(7),
+        "a stalled handshake took {:?} with a 5 s request timeout",
+        started.elapsed()
+    );
+    t.join().unwrap();
+}
+
+#[test]
+fn missing_files_are_configuration_errors_before_any_network_call() {
+    let e = Client::builder()
+        .bootstrap_servers("localhost:1")
+        .security_protocol(SecurityProtocol::Ssl)
+        .ssl_ca_location("/no/such/ca.pem")
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Config {
+                property: "ssl.ca.location",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let ca = Ca::new("files");
+    let e = Client::builder()
+        .bootstrap_servers("localhost:1")
+        .security_protocol(SecurityProtocol::Ssl)
+        .ssl_ca_location(ca.pem())
+        .ssl_certificate_location(ca.pem())
+        .ssl_key_location(ca.dir().join("missing-key.pem"))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Config {
+                property: "ssl.key.location",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
