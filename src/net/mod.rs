@@ -2,6 +2,7 @@
 
 pub mod connection;
 pub mod releases;
+pub mod sasl;
 pub mod versions;
 
 pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};
