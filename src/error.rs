@@ -178,6 +178,27 @@ pub enum Error {
     NotAssigned(TopicPartition),
     /// The connection or client was closed.
     Closed,
+    /// SASL authentication failed: the broker refused the credentials
+    /// (`SASL_AUTHENTICATION_FAILED`, with its message), or the broker could not prove it knows
+    /// the SCRAM password, or it broke the mechanism's exchange.
+    Authentication {
+        /// The SASL mechanism, e.g. `SCRAM-SHA-512`.
+        mechanism: &'static str,
+        /// What happened; never contains a password or token.
+        message: String,
+    },
+    /// The broker does not enable the configured `sasl.mechanism`.
+    UnsupportedMechanism {
+        /// The mechanism configured.
+        wanted: &'static str,
+        /// The mechanisms the broker enables.
+        enabled: Vec<String>,
+    },
+    /// The application's OAUTHBEARER token provider failed.
+    TokenProvider {
+        /// Its error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl fmt::Display for Error {
@@ -272,6 +293,18 @@ impl fmt::Display for Error {
             }
             Error::NotAssigned(tp) => write!(f, "partition {tp} is not assigned to this consumer"),
             Error::Closed => f.write_str("closed"),
+            Error::Authentication { mechanism, message } => {
+                write!(f, "SASL {mechanism} authentication failed: {message}")
+            }
+            Error::UnsupportedMechanism { wanted, enabled } => {
+                write!(f, "SASL mechanism {wanted} is not enabled on the broker; it enables ")?;
+                if enabled.is_empty() {
+                    f.write_str("none")
+                } else {
+                    f.write_str(&enabled.join(", "))
+                }
+            }
+            Error::TokenProvider { source } => write!(f, "the OAUTHBEARER token provider failed: {source}"),
         }
     }
 }
@@ -284,6 +317,7 @@ impl std::error::Error for Error {
             Error::Decode { source, .. } => Some(source),
             Error::Timeout { last: Some(last), .. } => Some(last.as_ref()),
             Error::Tls { source, .. } => Some(source.as_ref()),
+            Error::TokenProvider { source } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -4,6 +4,7 @@ pub mod connection;
 pub mod releases;
 mod stream;
 mod tls;
+pub mod sasl;
 pub mod versions;
 
 pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};
