@@ -6,6 +6,7 @@
 //! member's heartbeat thread take a dedicated connection with [`Client::connect`] instead.
 
 use crate::error::{Error, Result};
+use crate::net::sasl::{Mechanism, Secret};
 use crate::net::{
     BrokerVersions, Connection, ConnectionConfig, EndpointIdentification, SecurityProtocol, TlsSettings,
 };
@@ -102,6 +103,56 @@ pub struct ClientBuilder {
     api_timeout: Duration,
     security_protocol: SecurityProtocol,
     tls: TlsSettings,
+    sasl: SaslSettings,
+}
+
+/// The `sasl.*` settings as given; [`SaslSettings::mechanism`] makes the mechanism at build.
+#[derive(Debug, Clone, Default)]
+struct SaslSettings {
+    /// A mechanism given whole ([`ClientBuilder::sasl`]).
+    mechanism: Option<Mechanism>,
+    /// `sasl.mechanism` by name, with `sasl.username` / `sasl.password`.
+    name: Option<String>,
+    username: Option<String>,
+    password: Option<Secret>,
+}
+
+impl SaslSettings {
+    fn mechanism(&self) -> Result<Mechanism> {
+        if let Some(m) = &self.mechanism {
+            m.validate()?;
+            return Ok(m.clone());
+        }
+        let name = self.name.as_deref().unwrap_or("GSSAPI");
+        let username = self.username.clone().unwrap_or_default();
+        let password = self.password.clone().unwrap_or_else(|| Secret::new(""));
+        let m = match name.to_ascii_uppercase().as_str() {
+            "PLAIN" => Mechanism::Plain { username, password },
+            "SCRAM-SHA-256" => Mechanism::ScramSha256 { username, password },
+            "SCRAM-SHA-512" => Mechanism::ScramSha512 { username, password },
+            "OAUTHBEARER" => return Err(Error::Config {
+                property: "sasl.mechanism",
+                problem:
+                    "OAUTHBEARER needs a token provider: ClientBuilder::sasl(Mechanism::OAuthBearer { .. })"
+                        .into(),
+            }),
+            other => {
+                return Err(Error::Config {
+                    property: "sasl.mechanism",
+                    problem: format!(
+                        "{other:?} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER){}",
+                        if self.name.is_none() {
+                            "; none was set and Kafka's default is GSSAPI"
+                        } else {
+                            ""
+                        }
+                    ),
+                })
+            }
+        };
+        m.validate()?;
+        Ok(m)
+    }
 }
 
 impl Default for ClientBuilder {
@@ -115,6 +166,7 @@ impl Default for ClientBuilder {
             api_timeout: Duration::from_secs(60),
             security_protocol: SecurityProtocol::Plaintext,
             tls: TlsSettings::default(),
+            sasl: SaslSettings::default(),
         }
     }
 }
@@ -231,6 +283,35 @@ impl ClientBuilder {
         self
     }
 
+    /// The SASL mechanism with its credentials, for `security.protocol` SASL_SSL or
+    /// SASL_PLAINTEXT: `Mechanism::Plain`, `ScramSha256`, `ScramSha512` (username and
+    /// password) or `OAuthBearer` (a [`TokenProvider`](crate::net::sasl::TokenProvider) the
+    /// application implements, asked for a token before each authentication). Default: none.
+    pub fn sasl(mut self, mechanism: Mechanism) -> Self {
+        self.sasl.mechanism = Some(mechanism);
+        self
+    }
+
+    /// `sasl.mechanism` by name: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`, with
+    /// [`sasl_username`](Self::sasl_username) and [`sasl_password`](Self::sasl_password).
+    /// Default: none (Kafka's default, GSSAPI, is not supported).
+    pub fn sasl_mechanism(mut self, name: impl Into<String>) -> Self {
+        self.sasl.name = Some(name.into());
+        self
+    }
+
+    /// `sasl.username`. Default: none.
+    pub fn sasl_username(mut self, username: impl Into<String>) -> Self {
+        self.sasl.username = Some(username.into());
+        self
+    }
+
+    /// `sasl.password`; never printed by `Debug` or in errors. Default: none.
+    pub fn sasl_password(mut self, password: impl Into<Secret>) -> Self {
+        self.sasl.password = Some(password.into());
+        self
+    }
+
     /// Sets a client setting by its Kafka property name, as found in a `client.properties`
     /// file: `bootstrap.servers`, `client.id`, `request.timeout.ms`,
     /// `socket.connection.setup.timeout.ms`, `default.api.timeout.ms`, `retry.backoff.ms`,
@@ -265,6 +346,13 @@ impl ClientBuilder {
             "ssl.ca.location" => self.ssl_ca_location(value),
             "ssl.certificate.location" => self.ssl_certificate_location(value),
             "ssl.key.location" => self.ssl_key_location(value),
+            "sasl.mechanism" => self.sasl_mechanism(value),
+            "sasl.username" => self.sasl_username(value),
+            "sasl.password" => self.sasl_password(value),
+            "sasl.jaas.config" => {
+                let (username, password) = jaas_credentials(value)?;
+                self.sasl_username(username).sasl_password(password)
+            }
             "ssl.endpoint.identification.algorithm" => {
                 self.ssl_endpoint_identification_algorithm(match value.to_ascii_lowercase().as_str() {
                     "https" => EndpointIdentification::Https,
@@ -289,15 +377,11 @@ impl ClientBuilder {
     /// Validates the configuration (without touching the network) and builds the client.
     pub fn build(mut self) -> Result<Client> {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
-        if self.security_protocol.uses_sasl() {
-            return Err(Error::Config {
-                property: "security.protocol",
-                problem: format!(
-                    "{} is not supported yet (SASL is being added)",
-                    self.security_protocol
-                ),
-            });
-        }
+        self.conn.sasl = if self.security_protocol.uses_sasl() {
+            Some(self.sasl.mechanism()?)
+        } else {
+            None
+        };
         // Certificates and keys are read here, so a missing file fails before any connection.
         self.conn.tls = if self.security_protocol.uses_tls() {
             Some(self.tls.client_config()?)
@@ -358,6 +442,49 @@ impl ClientBuilder {
                 slots: Mutex::new(HashMap::new()),
             }),
         })
+    }
+}
+
+/// The username and password of a Java `sasl.jaas.config` for `PlainLoginModule` or
+/// `ScramLoginModule` (`… required username="u" password="p";`), as an operator's existing
+/// `client.properties` has them.
+fn jaas_credentials(jaas: &str) -> Result<(String, Secret)> {
+    let err = |problem: String| Error::Config {
+        property: "sasl.jaas.config",
+        problem,
+    };
+    let module = jaas.split_whitespace().next().unwrap_or_default();
+    if !(module.ends_with("PlainLoginModule") || module.ends_with("ScramLoginModule")) {
+        return Err(err(format!(
+            "only PlainLoginModule and ScramLoginModule are understood, not {module:?}"
+        )));
+    }
+    let option = |name: &str| -> Option<String> {
+        let at = jaas.find(&format!(" {name}="))? + name.len() + 2;
+        let rest = &jaas[at..];
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let mut out = String::new();
+            let mut chars = quoted.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => out.push(chars.next()?),
+                    '"' => return Some(out),
+                    c => out.push(c),
+                }
+            }
+            None
+        } else {
+            Some(
+                rest.split(|c: char| c.is_whitespace() || c == ';')
+                    .next()?
+                    .to_string(),
+            )
+        }
+    };
+    match (option("username"), option("password")) {
+        (Some(u), Some(p)) => Ok((u, Secret::new(p))),
+        // Never echo the value: it holds the password.
+        _ => Err(err("no username=\"…\" and password=\"…\" options found".into())),
     }
 }
 
@@ -1469,6 +1596,62 @@ mod tests {
         assert!(e.to_string().contains("request.timeout.ms"), "{e}");
         let e = Client::builder().property("ssl.cafile", "x").unwrap_err();
         assert!(e.to_string().contains("ssl.cafile"), "{e}");
+    }
+
+    #[test]
+    fn sasl_settings_by_name_and_from_a_jaas_config() {
+        let jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="al\"ice-secret";"#;
+        let b = Client::builder()
+            .property("bootstrap.servers", "h:9093")
+            .unwrap()
+            .property("security.protocol", "SASL_SSL")
+            .unwrap()
+            .property("sasl.mechanism", "SCRAM-SHA-512")
+            .unwrap()
+            .property("sasl.jaas.config", jaas)
+            .unwrap();
+        let m = b.sasl.mechanism().unwrap();
+        assert_eq!(m.name(), "SCRAM-SHA-512");
+        assert!(
+            matches!(&m, Mechanism::ScramSha512 { username, password } if username == "alice" && password.expose() == "al\"ice-secret")
+        );
+        let debug = format!("{b:?} {m:?}");
+        assert!(debug.contains("alice") && !debug.contains("secret"), "{debug}");
+        let e = Client::builder()
+            .property("sasl.jaas.config", "com.example.Krb5LoginModule required;")
+            .unwrap_err();
+        assert!(e.to_string().contains("PlainLoginModule"), "{e}");
+        let e = Client::builder()
+            .property(
+                "sasl.jaas.config",
+                "x.PlainLoginModule required username=\"u\" passwd=\"hunter2\";",
+            )
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        // SASL without a mechanism, or without credentials, fails at build.
+        let e = Client::builder()
+            .bootstrap_servers("h:1")
+            .security_protocol(SecurityProtocol::SaslPlaintext)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("GSSAPI"), "{e}");
+        let e = Client::builder()
+            .bootstrap_servers("h:1")
+            .security_protocol(SecurityProtocol::SaslPlaintext)
+            .sasl_mechanism("PLAIN")
+            .sasl_username("u")
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "sasl.password",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! frame boundary.
 
 use crate::error::{Error, ProtocolViolation, Result, Timeout};
+use crate::net::sasl::exchange::{self as sasl, Framing};
+use crate::net::sasl::Mechanism;
 use crate::net::stream::Stream;
 use crate::net::tls::Tls;
 use crate::net::versions::{self, BrokerVersions, Capability, Handshake};
@@ -38,6 +40,8 @@ pub struct ConnectionConfig {
     /// The TLS configuration when `security.protocol` is SSL or SASL_SSL (set by
     /// `ClientBuilder::build` from the `ssl.*` settings).
     pub tls: Option<Tls>,
+    /// The SASL mechanism when `security.protocol` is SASL_PLAINTEXT or SASL_SSL.
+    pub sasl: Option<Mechanism>,
 }
 
 impl ConnectionConfig {
@@ -62,6 +66,7 @@ impl Default for ConnectionConfig {
             max_response_size: 100 * 1024 * 1024,
             version_caps: BTreeMap::new(),
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -150,6 +155,9 @@ pub struct Connection {
     client_id: Option<KafkaStr>,
     broken: bool,
     write_buf: Vec<u8>,
+    /// When to re-authenticate (KIP-368), if the broker set a session lifetime.
+    reauthenticate_at: Option<Instant>,
+    reauthentications: u64,
 }
 
 impl Connection {
@@ -228,7 +236,10 @@ impl Connection {
                         }
                     };
                     let mut conn = Connection::from_stream(stream, addr, peer, config);
-                    let shaken = conn.handshake(timeout);
+                    let shaken = conn.handshake(timeout).and_then(|()| match &config.sasl {
+                        Some(m) => conn.authenticate(m, timeout),
+                        None => Ok(()),
+                    });
                     watch(None);
                     shaken?;
                     return Ok(conn);
@@ -262,6 +273,8 @@ impl Connection {
             client_id: config.client_id.as_deref().map(KafkaStr::from),
             broken: false,
             write_buf: Vec::with_capacity(256),
+            reauthenticate_at: None,
+            reauthentications: 0,
         }
     }
 
@@ -322,6 +335,7 @@ impl Connection {
         timeout: Option<Duration>,
         decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
     ) -> Result<T> {
+        self.reauthenticate_if_due()?;
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
         let body = self.exchange::<R>(req, version, timeout)?;
@@ -341,6 +355,7 @@ impl Connection {
         version: i16,
         timeout: Option<Duration>,
     ) -> Result<Pending<R>> {
+        self.reauthenticate_if_due()?;
         log::debug!("{} -> {} v{version} (pending)", self.addr, R::API_KEY.name());
         let correlation_id = self.write_request(req, version)?;
         Ok(Pending {
@@ -405,7 +420,75 @@ impl Connection {
             self.addr,
             R::API_KEY.name()
         );
+        self.reauthenticate_if_due()?;
         self.write_request(req, version).map(|_| ())
+    }
+
+    /// SASL authentication on this connection (after ApiVersions, before any other request),
+    /// bounding each step by `timeout`. Schedules the KIP-368 re-authentication when the broker
+    /// reports a session lifetime.
+    fn authenticate(&mut self, mechanism: &Mechanism, timeout: Duration) -> Result<()> {
+        let framing = sasl::framing(&self.config, &self.versions)?;
+        sasl::handshake(mechanism, framing, |req, v| self.sasl_call(req, v, timeout))?;
+        let Framing::Kip152 { authenticate, .. } = framing else {
+            self.broken = true;
+            return Err(Error::Authentication {
+                mechanism: mechanism.name(),
+                message: "the broker has only SaslHandshake v0 (Kafka before 1.0, raw SASL tokens), \
+                          which this client does not speak yet"
+                    .into(),
+            });
+        };
+        let session = sasl::authenticate(
+            mechanism,
+            authenticate,
+            |req, v| self.sasl_call(req, v, timeout),
+            sasl::random_fraction(),
+        )
+        .inspect_err(|_| self.broken = true)?;
+        self.reauthenticate_at = session
+            .reauthenticate_after
+            .map(|d| crate::deadline::at(Instant::now(), d));
+        log::debug!(
+            "{}: authenticated with {} (session lifetime {:?})",
+            self.addr,
+            mechanism.name(),
+            session.lifetime
+        );
+        Ok(())
+    }
+
+    /// KIP-368: before the session the broker granted ends, authenticate again on this
+    /// connection (only between requests: nothing is in flight when a request is about to be
+    /// written). A broker with `connections.max.reauth.ms` would close it otherwise.
+    fn reauthenticate_if_due(&mut self) -> Result<()> {
+        let Some(at) = self.reauthenticate_at else {
+            return Ok(());
+        };
+        if Instant::now() < at {
+            return Ok(());
+        }
+        let Some(mechanism) = self.config.sasl.clone() else {
+            return Ok(());
+        };
+        self.reauthenticate_at = None;
+        log::debug!("{}: re-authenticating ({})", self.addr, mechanism.name());
+        self.authenticate(&mechanism, self.config.request_timeout)?;
+        self.reauthentications += 1;
+        Ok(())
+    }
+
+    /// How many times this connection re-authenticated (KIP-368).
+    pub fn reauthentications(&self) -> u64 {
+        self.reauthentications
+    }
+
+    /// One SASL request and its answer, without the re-authentication check (it is part of it).
+    fn sasl_call<R: Request>(&mut self, req: &R, version: i16, timeout: Duration) -> Result<R::Response> {
+        log::debug!("{} -> {} v{version}", self.addr, R::API_KEY.name());
+        let body = self.exchange::<R>(req, version, Some(timeout))?;
+        <R::Response as Message>::decode(&mut Decoder::new(&body), version)
+            .map_err(|source| self.decode_failed(R::API_KEY, source))
     }
 
     /// Writes one request frame; returns its correlation id.

@@ -2,9 +2,9 @@
 
 pub mod connection;
 pub mod releases;
+pub mod sasl;
 mod stream;
 mod tls;
-pub mod sasl;
 pub mod versions;
 
 pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};

@@ -20,5 +20,6 @@ mod no_loss_tests;
 mod producer_tests;
 mod proxy_tests;
 mod records_tests;
+mod sasl_tests;
 mod support;
 mod tls_tests;

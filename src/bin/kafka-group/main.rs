@@ -52,8 +52,9 @@ struct Cli {
 
     /// A properties file of client settings, as Kafka's tools take it (`security.protocol`,
     /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
-    /// `ssl.endpoint.identification.algorithm`, timeouts, `client.id`); other keys are
-    /// ignored with a warning.
+    /// `ssl.endpoint.identification.algorithm`, `sasl.mechanism`, `sasl.username`,
+    /// `sasl.password`, `sasl.jaas.config` for PlainLoginModule and ScramLoginModule, timeouts,
+    /// `client.id`); other keys are ignored with a warning.
     #[arg(long, global = true, value_name = "FILE")]
     command_config: Option<std::path::PathBuf>,
 

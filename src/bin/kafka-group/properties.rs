@@ -21,6 +21,10 @@ const CLIENT_KEYS: &[&str] = &[
     "ssl.certificate.location",
     "ssl.key.location",
     "ssl.endpoint.identification.algorithm",
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "sasl.jaas.config",
 ];
 
 /// Reads `path` and applies its client settings to `builder`.

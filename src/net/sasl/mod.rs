@@ -10,18 +10,12 @@
 //! no error built here contains one.
 
 // Only the types an application configures are public; the state machines and the exchange
-// are the connection's business. Until the connection drives them (issue 13's wiring), outside
-// tests nothing calls them yet.
-#[cfg_attr(not(test), allow(dead_code))]
+// are the connection's business.
 mod authenticator;
 mod config;
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod exchange;
-#[cfg_attr(not(test), allow(dead_code))]
 mod oauthbearer;
-#[cfg_attr(not(test), allow(dead_code))]
 mod plain;
-#[cfg_attr(not(test), allow(dead_code))]
 mod scram;
 mod secret;
 mod token;
