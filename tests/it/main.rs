@@ -20,4 +20,5 @@ mod no_loss_tests;
 mod producer_tests;
 mod proxy_tests;
 mod records_tests;
+mod secure_broker_tests;
 mod support;
