@@ -49,7 +49,7 @@ fn sasl(protocol: &str, mechanism: &str, user: &str, password: &str) -> Vec<(&'s
 fn topic(prefix: &str) -> String {
     let b = secure::shared();
     let client = Client::builder()
-        .bootstrap_servers(&b.plaintext.to_string())
+        .bootstrap_servers(b.plaintext.to_string())
         .build()
         .unwrap();
     support::create_topic(&client, prefix, 1, 1)
