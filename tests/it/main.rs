@@ -21,5 +21,7 @@ mod producer_tests;
 mod proxy_tests;
 mod records_tests;
 mod sasl_tests;
+mod secure_broker_tests;
+mod secure_tests;
 mod support;
 mod tls_tests;

@@ -201,7 +201,7 @@ fn start(dir: &Path, nodes: usize, version: &str) -> Result<String, String> {
     scripts_kafka(&args)
 }
 
-fn run_dir(name: &str) -> PathBuf {
+pub(super) fn run_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/kafka-run")
         .join(name)
@@ -209,7 +209,7 @@ fn run_dir(name: &str) -> PathBuf {
 
 /// Runs `scripts/kafka` and returns the last line of its stdout. Its stderr goes straight to
 /// ours, so the first run's download progress is visible even under the capturing harness.
-fn scripts_kafka(args: &[&str]) -> Result<String, String> {
+pub(super) fn scripts_kafka(args: &[&str]) -> Result<String, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka");
     // Through bash rather than by path, so a checkout that lost the executable bit still works.
     let output = Command::new("bash")

@@ -13,6 +13,7 @@ pub mod process;
 pub mod proxy;
 pub mod rng;
 pub mod scripted;
+pub mod secure;
 pub mod wire;
 
 use kafka_group::{Admin, Client, NewTopic};

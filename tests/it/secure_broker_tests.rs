@@ -1,0 +1,170 @@
+//! The secure broker of `support::secure` really secures: each listener accepts a foreign client
+//! (librdkafka through `kcat`) with the right credentials and rejects wrong ones, and the
+//! authorizer denies bob outside his ACLs. Our own client cannot speak TLS or SASL yet (issue
+//! 13), so these tests prove the broker side on its own.
+
+use crate::support::{self, kcat, secure};
+use kafka_group::Client;
+use std::net::SocketAddr;
+use std::process::Command;
+
+/// `kcat -L` (metadata) against `addr` with librdkafka properties `props`, for `topic` if given:
+/// whether it connected (printed the broker list) and everything it printed.
+fn metadata(addr: SocketAddr, props: &[(&str, String)], topic: Option<&str>) -> (bool, String) {
+    kcat::version();
+    let mut cmd = Command::new("kcat");
+    cmd.args(["-L", "-m", "4", "-b", &addr.to_string()]);
+    for (k, v) in props {
+        cmd.arg("-X").arg(format!("{k}={v}"));
+    }
+    if let Some(topic) = topic {
+        cmd.args(["-t", topic]);
+    }
+    let out = cmd.output().expect("kcat runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success() && text.contains("1 brokers:"), text)
+}
+
+fn ca() -> (&'static str, String) {
+    ("ssl.ca.location", secure::shared().tls.ca.display().to_string())
+}
+
+fn sasl(protocol: &str, mechanism: &str, user: &str, password: &str) -> Vec<(&'static str, String)> {
+    let mut props = vec![
+        ("security.protocol", protocol.to_owned()),
+        ("sasl.mechanism", mechanism.to_owned()),
+        ("sasl.username", user.to_owned()),
+        ("sasl.password", password.to_owned()),
+    ];
+    if protocol == "sasl_ssl" {
+        props.push(ca());
+    }
+    props
+}
+
+fn topic(prefix: &str) -> String {
+    let b = secure::shared();
+    let client = Client::builder()
+        .bootstrap_servers(b.plaintext.to_string())
+        .build()
+        .unwrap();
+    support::create_topic(&client, prefix, 1, 1)
+}
+
+#[test]
+fn ssl_accepts_the_test_ca_and_rejects_an_untrusted_broker() {
+    let b = secure::shared();
+    let ssl = ("security.protocol", "ssl".to_owned());
+    let (ok, out) = metadata(b.ssl, &[ssl.clone(), ca()], None);
+    assert!(ok, "SSL with the test CA: {out}");
+    // Without the test CA the system trust store does not know the broker.
+    let (ok, out) = metadata(
+        b.ssl,
+        &[ssl.clone(), ("ssl.ca.location", "/dev/null".into())],
+        None,
+    );
+    assert!(!ok, "SSL without the CA connected: {out}");
+    let (ok, out) = metadata(b.expired, &[ssl.clone(), ca()], None);
+    assert!(!ok, "expired certificate accepted: {out}");
+    let (ok, out) = metadata(b.wrong_host, &[ssl, ca()], None);
+    assert!(!ok, "wrong-host certificate accepted: {out}");
+}
+
+#[test]
+fn mtls_requires_the_client_certificate() {
+    let b = secure::shared();
+    let ssl = ("security.protocol", "ssl".to_owned());
+    let (ok, out) = metadata(b.mtls, &[ssl.clone(), ca()], None);
+    assert!(!ok, "MTLS without a client certificate connected: {out}");
+    let cert = (
+        "ssl.certificate.location",
+        b.tls.client_cert.display().to_string(),
+    );
+    let (ok, out) = metadata(
+        b.mtls,
+        &[
+            ssl.clone(),
+            ca(),
+            cert.clone(),
+            ("ssl.key.location", b.tls.client_key.display().to_string()),
+        ],
+        None,
+    );
+    assert!(ok, "MTLS with the client certificate: {out}");
+    let encrypted = [
+        ssl,
+        ca(),
+        cert,
+        (
+            "ssl.key.location",
+            b.tls.client_key_encrypted.display().to_string(),
+        ),
+        ("ssl.key.password", secure::Tls::CLIENT_KEY_PASSWORD.to_owned()),
+    ];
+    let (ok, out) = metadata(b.mtls, &encrypted, None);
+    assert!(ok, "MTLS with the encrypted client key: {out}");
+}
+
+#[test]
+fn sasl_ssl_plain_checks_the_password() {
+    let b = secure::shared();
+    let (ok, out) = metadata(
+        b.sasl_ssl,
+        &sasl("sasl_ssl", "PLAIN", "admin", secure::ADMIN.password),
+        None,
+    );
+    assert!(ok, "PLAIN admin: {out}");
+    let (ok, out) = metadata(b.sasl_ssl, &sasl("sasl_ssl", "PLAIN", "admin", "wrong"), None);
+    assert!(!ok, "PLAIN with a wrong password connected: {out}");
+}
+
+/// Passes on Kafka 3.9.2. On 4.4.0 librdkafka 2.0.2 (Debian's kcat) is refused with "invalid
+/// credentials" although the Java client logs in as alice with SCRAM-SHA-512 on the same broker:
+/// a librdkafka/Kafka 4.4 incompatibility to understand before our own SCRAM is written. Run it
+/// with `KAFKA_VERSION=3.9 ... --include-ignored`.
+#[test]
+#[ignore = "librdkafka 2.0.2 SCRAM is refused by Kafka 4.4.0 (the Java client is not); passes on 3.9"]
+fn scram_checks_the_password_on_both_sasl_listeners() {
+    let b = secure::shared();
+    for mech in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        for (addr, proto) in [(b.sasl_ssl, "sasl_ssl"), (b.sasl_plaintext, "sasl_plaintext")] {
+            let (ok, out) = metadata(addr, &sasl(proto, mech, "alice", secure::ALICE.password), None);
+            assert!(ok, "{proto} {mech} alice: {out}");
+            let (ok, out) = metadata(addr, &sasl(proto, mech, "alice", "wrong"), None);
+            assert!(!ok, "{proto} {mech} with a wrong password connected: {out}");
+        }
+    }
+}
+
+#[test]
+fn oauthbearer_takes_an_unsecured_token() {
+    let b = secure::shared();
+    let props = [
+        ("security.protocol", "sasl_ssl".to_owned()),
+        ca(),
+        ("sasl.mechanism", "OAUTHBEARER".to_owned()),
+        ("enable.sasl.oauthbearer.unsecure.jwt", "true".to_owned()),
+        ("sasl.oauthbearer.config", "principal=admin".to_owned()),
+    ];
+    let (ok, out) = metadata(b.sasl_ssl, &props, None);
+    assert!(ok, "OAUTHBEARER: {out}");
+}
+
+#[test]
+fn bob_is_denied_topics_outside_his_prefix() {
+    let b = secure::shared();
+    let mine = topic(&format!("{}own", secure::BOB_PREFIX));
+    let other = topic("not-bob");
+    let bob = sasl("sasl_ssl", "PLAIN", "bob", secure::BOB.password);
+    let (ok, out) = metadata(b.sasl_ssl, &bob, Some(&mine));
+    assert!(ok && out.contains("partition 0"), "bob on {mine}: {out}");
+    let (ok, out) = metadata(b.sasl_ssl, &bob, Some(&other));
+    assert!(
+        ok && out.contains("uthorization failed") && !out.contains("partition 0"),
+        "bob on {other}: {out}"
+    );
+}
