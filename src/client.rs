@@ -770,8 +770,8 @@ impl Client {
                     std::thread::sleep(wait);
                 }
             }
-            let limit = deadline.map(|d| crate::deadline::clamp(self.inner.conn.request_timeout, d));
-            match Connection::connect_within(&addr, &self.inner.conn, limit) {
+            let by = deadline.unwrap_or_else(|| crate::deadline::after(Duration::MAX));
+            match Connection::connect_by(&addr, &self.inner.conn, by) {
                 Ok(c) => {
                     log::debug!("connected to {addr} ({t:?})");
                     slot.conn = Some(c);

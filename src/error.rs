@@ -371,6 +371,13 @@ impl Error {
         (self.breaks_connection() && !matches!(self, Error::Tls { .. })) || matches!(self, Error::NoBroker(_))
     }
 
+    /// Whether the same request may work later: lost connections, moving coordinators, unknown
+    /// brokers, retriable codes (which include every stale-metadata code: Kafka's
+    /// `InvalidMetadataException` is a `RetriableException`).
+    pub(crate) fn is_transient(&self) -> bool {
+        self.is_coordinator_transient() || matches!(self, Error::Kafka { code, .. } if code.is_retriable())
+    }
+
     /// Whether a request to a group coordinator failed only because the coordinator is moving,
     /// loading or unreachable: find it again and retry. The one rule the client, members and
     /// admin calls share.

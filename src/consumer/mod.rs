@@ -426,7 +426,7 @@ impl Consumer {
     fn fetch_once(&mut self, deadline: Instant) -> Result<()> {
         let meta = match self.metadata(self.metadata_stale) {
             Ok(m) => m,
-            Err(e) if transient(&e) => {
+            Err(e) if e.is_transient() => {
                 log::debug!("{}: metadata refresh failed: {e}", self.ctx());
                 self.pause_until(deadline);
                 return Ok(());
@@ -480,7 +480,7 @@ impl Consumer {
                     .fetch(&self.client, broker, &targets, &settings, deadline)
                 {
                     Ok(r) => r,
-                    Err(e) if transient(&e) => {
+                    Err(e) if e.is_transient() => {
                         log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
                         self.fetcher.disconnect(leader);
                         self.metadata_stale = true;
@@ -562,13 +562,7 @@ impl Consumer {
 
     /// Sleeps `retry.backoff.ms`, but not past `deadline`.
     fn pause_until(&self, deadline: Instant) {
-        let pause = self
-            .client
-            .retry_backoff()
-            .min(deadline.saturating_duration_since(Instant::now()));
-        if !pause.is_zero() {
-            std::thread::sleep(pause);
-        }
+        crate::deadline::sleep_within(self.client.retry_backoff(), deadline);
     }
 
     /// ListOffsets at each partition's leader for `timestamp` (-2 earliest, -1 latest),
@@ -586,7 +580,7 @@ impl Consumer {
         loop {
             let meta = match self.metadata(force) {
                 Ok(m) => m,
-                Err(e) if transient(&e) => {
+                Err(e) if e.is_transient() => {
                     log::debug!("{}: metadata refresh failed: {e}", self.ctx());
                     self.client.cached_metadata()
                 }
@@ -614,7 +608,7 @@ impl Consumer {
                 });
                 let resp = match resp {
                     Ok(r) => r,
-                    Err(e) if transient(&e) => {
+                    Err(e) if e.is_transient() => {
                         log::debug!("{}: ListOffsets at broker {leader} failed: {e}", self.ctx());
                         last_problem = Some(e.to_string());
                         force = true;
@@ -710,7 +704,7 @@ impl Consumer {
                         }
                     }
                 },
-                Err(e) if transient(&e) => e,
+                Err(e) if e.is_transient() => e,
                 Err(e) => return Err(e),
             };
             if Instant::now() >= deadline {
@@ -839,7 +833,7 @@ impl Consumer {
                         }
                     }
                 }
-                Err(e) if transient(&e) => e,
+                Err(e) if e.is_transient() => e,
                 Err(e) => return Err(e),
             };
             if Instant::now() >= deadline {
@@ -867,13 +861,6 @@ impl Consumer {
         let closed = self.member.close_by(deadline);
         committed.and(closed)
     }
-}
-
-/// Errors after which the same request may work later: lost connections, moving
-/// coordinators, unknown brokers, retriable codes (which include every stale-metadata code:
-/// Kafka's `InvalidMetadataException` is a `RetriableException`).
-fn transient(e: &Error) -> bool {
-    e.is_coordinator_transient() || matches!(e, Error::Kafka { code, .. } if code.is_retriable())
 }
 
 /// `(leader, leader epoch, topic id)` of a partition, if the metadata knows a leader.

@@ -323,12 +323,6 @@ const MIN_LOOKUP: Duration = Duration::from_secs(1);
 /// most this often; the ones in between at debug.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Errors after which the same request may work later: lost connections, moving coordinators,
-/// retriable broker codes.
-fn transient(e: &Error) -> bool {
-    e.is_coordinator_transient() || matches!(e, Error::Kafka { code, .. } if code.is_retriable())
-}
-
 impl GroupMember {
     /// The group id.
     pub fn group_id(&self) -> &str {
@@ -542,7 +536,7 @@ impl GroupMember {
                     let assignments = if resp.leader == resp.member_id {
                         match self.lead(&resp) {
                             Ok(a) => a,
-                            Err(e) if transient(&e) => {
+                            Err(e) if e.is_transient() => {
                                 // The followers wait in SyncGroup for this assignment until the
                                 // rebalance timeout; a brief failure of the leader's metadata
                                 // lookup is retried within it, not returned from poll.
@@ -726,9 +720,7 @@ impl GroupMember {
     /// Sleeps `retry.backoff.ms`, or until `deadline` if that comes first; false if `deadline`
     /// has passed.
     fn backoff(&self, deadline: Instant) -> bool {
-        let left = crate::deadline::left(deadline);
-        std::thread::sleep(self.config.retry_backoff.min(left));
-        Instant::now() < deadline
+        crate::deadline::sleep_within(self.config.retry_backoff, deadline)
     }
 
     /// Drops a JoinGroup or SyncGroup still in flight, with the connection it was sent on (its

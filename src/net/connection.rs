@@ -167,21 +167,6 @@ impl Connection {
         Self::connect_by(addr, config, crate::deadline::after(Duration::MAX))
     }
 
-    /// [`connect`](Self::connect), with the TCP connect and the handshake each bounded by
-    /// `limit` as well (when shorter than their own timeouts), for an operation with little
-    /// time left.
-    pub(crate) fn connect_within(
-        addr: &str,
-        config: &ConnectionConfig,
-        limit: Option<Duration>,
-    ) -> Result<Connection> {
-        Self::connect_by(
-            addr,
-            config,
-            crate::deadline::after(limit.unwrap_or(Duration::MAX)),
-        )
-    }
-
     /// [`connect`](Self::connect), giving up at `deadline`: the connect and the handshake each
     /// wait at most their configured timeout or what is left, whichever is shorter. Later
     /// requests on the connection use the configured timeouts as usual.
@@ -336,6 +321,18 @@ impl Connection {
         decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
     ) -> Result<T> {
         self.reauthenticate_if_due()?;
+        self.call_with(req, version, timeout, decode)
+    }
+
+    /// One request and its answer read with `decode`: [`send_at_with`](Self::send_at_with)
+    /// without the re-authentication check, which the SASL exchange itself goes through.
+    fn call_with<R: Request, T>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Option<Duration>,
+        decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
+    ) -> Result<T> {
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
         let body = self.exchange::<R>(req, version, timeout)?;
@@ -483,12 +480,9 @@ impl Connection {
         self.reauthentications
     }
 
-    /// One SASL request and its answer, without the re-authentication check (it is part of it).
+    /// One SASL request and its answer (no re-authentication check: it is part of one).
     fn sasl_call<R: Request>(&mut self, req: &R, version: i16, timeout: Duration) -> Result<R::Response> {
-        log::debug!("{} -> {} v{version}", self.addr, R::API_KEY.name());
-        let body = self.exchange::<R>(req, version, Some(timeout))?;
-        <R::Response as Message>::decode(&mut Decoder::new(&body), version)
-            .map_err(|source| self.decode_failed(R::API_KEY, source))
+        self.call_with(req, version, Some(timeout), <R::Response as Message>::decode)
     }
 
     /// Writes one request frame; returns its correlation id.
