@@ -268,10 +268,27 @@ impl ClientBuilder {
         self
     }
 
-    /// `ssl.key.location`: a PEM file of the client certificate's private key (PKCS#8, PKCS#1
-    /// or SEC1, unencrypted). Default: none.
+    /// `ssl.key.location`: a PEM file of the client certificate's private key: PKCS#8, PKCS#1
+    /// or SEC1, or encrypted PKCS#8 (`BEGIN ENCRYPTED PRIVATE KEY`, as `openssl pkcs8 -topk8`
+    /// writes) with [`ssl_key_password`](Self::ssl_key_password). Default: none.
     pub fn ssl_key_location(mut self, path: impl Into<PathBuf>) -> Self {
         self.tls.key_location = Some(path.into());
+        self
+    }
+
+    /// `ssl.key.password`: the password of an encrypted `ssl.key.location` (PBES2: PBKDF2 or
+    /// scrypt with AES-CBC); never printed by `Debug` or in errors. Default: none.
+    pub fn ssl_key_password(mut self, password: impl Into<Secret>) -> Self {
+        self.tls.key_password = Some(password.into());
+        self
+    }
+
+    /// Trusts the root certificates compiled into the crate (Mozilla's, from `webpki-roots`;
+    /// Cargo feature `bundled-roots`) instead of the system's trust store, for machines that
+    /// have none (a scratch container). `ssl.ca.location`, when set, still takes precedence.
+    /// Without the feature, `build()` returns [`Error::Config`]. Default: the system's store.
+    pub fn ssl_ca_bundled(mut self) -> Self {
+        self.tls.bundled_roots = true;
         self
     }
 
@@ -316,7 +333,8 @@ impl ClientBuilder {
     /// file: `bootstrap.servers`, `client.id`, `request.timeout.ms`,
     /// `socket.connection.setup.timeout.ms`, `default.api.timeout.ms`, `retry.backoff.ms`,
     /// `reconnect.backoff.ms`, `reconnect.backoff.max.ms`, `security.protocol`,
-    /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
+    /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`, `ssl.key.password`,
+    /// `sasl.mechanism`, `sasl.username`, `sasl.password`, `sasl.jaas.config`,
     /// `ssl.endpoint.identification.algorithm` (`https`, or empty/`none`, as Java's empty
     /// value means). An unknown name is an [`Error::Config`] naming it, so that a typo is not
     /// silently ignored; a value that does not parse likewise.
@@ -346,6 +364,7 @@ impl ClientBuilder {
             "ssl.ca.location" => self.ssl_ca_location(value),
             "ssl.certificate.location" => self.ssl_certificate_location(value),
             "ssl.key.location" => self.ssl_key_location(value),
+            "ssl.key.password" => self.ssl_key_password(value),
             "sasl.mechanism" => self.sasl_mechanism(value),
             "sasl.username" => self.sasl_username(value),
             "sasl.password" => self.sasl_password(value),

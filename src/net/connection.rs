@@ -427,21 +427,24 @@ impl Connection {
     fn authenticate(&mut self, mechanism: &Mechanism, timeout: Duration) -> Result<()> {
         let framing = sasl::framing(&self.config, &self.versions)?;
         sasl::handshake(mechanism, framing, |req, v| self.sasl_call(req, v, timeout))?;
-        let Framing::Kip152 { authenticate, .. } = framing else {
-            self.broken = true;
-            return Err(Error::Authentication {
-                mechanism: mechanism.name(),
-                message: "the broker has only SaslHandshake v0 (Kafka before 1.0, raw SASL tokens), \
-                          which this client does not speak yet"
-                    .into(),
-            });
-        };
-        let session = sasl::authenticate(
-            mechanism,
-            authenticate,
-            |req, v| self.sasl_call(req, v, timeout),
-            sasl::random_fraction(),
-        )
+        let session = match framing {
+            Framing::Kip152 { authenticate, .. } => sasl::authenticate(
+                mechanism,
+                authenticate,
+                |req, v| self.sasl_call(req, v, timeout),
+                sasl::random_fraction(),
+            ),
+            // No SaslAuthenticate, so no session lifetime either: the broker cannot tell us
+            // when it would end the session, and KIP-368 needs SaslAuthenticate v1.
+            Framing::Raw => {
+                sasl::authenticate_raw(mechanism, |token| self.raw_sasl_token(mechanism, token, timeout)).map(
+                    |()| sasl::Session {
+                        lifetime: None,
+                        reauthenticate_after: None,
+                    },
+                )
+            }
+        }
         .inspect_err(|_| self.broken = true)?;
         self.reauthenticate_at = session
             .reauthenticate_after
@@ -483,6 +486,47 @@ impl Connection {
     /// One SASL request and its answer (no re-authentication check: it is part of one).
     fn sasl_call<R: Request>(&mut self, req: &R, version: i16, timeout: Duration) -> Result<R::Response> {
         self.call_with(req, version, Some(timeout), <R::Response as Message>::decode)
+    }
+
+    /// One token of the pre-KIP-152 framing (SaslHandshake v0): written with a 4-byte length
+    /// and no Kafka header, the server's next token read back the same way, within `timeout`.
+    fn raw_sasl_token(&mut self, mechanism: &Mechanism, token: &[u8], timeout: Duration) -> Result<Vec<u8>> {
+        if self.broken {
+            return Err(Error::Closed);
+        }
+        let deadline = crate::deadline::after(timeout);
+        let mut frame = Vec::with_capacity(4 + token.len());
+        frame.extend_from_slice(&(token.len() as i32).to_be_bytes());
+        frame.extend_from_slice(token);
+        if let Err(e) = self.stream.write_all(&frame).and_then(|()| self.stream.flush()) {
+            let e = self.fail_io(e, Timeout::Write);
+            return Err(self.raw_rejection(mechanism, e));
+        }
+        // An empty token is a valid answer here (PLAIN's server sends one), unlike a response.
+        match self.read_sized(deadline, 0) {
+            Ok(token) => Ok(token.to_vec()),
+            Err(e) => Err(self.raw_rejection(mechanism, e)),
+        }
+    }
+
+    /// Under the raw framing a broker rejects credentials by closing the connection, with no
+    /// error code or message: say so, rather than report a bare end of stream.
+    fn raw_rejection(&self, mechanism: &Mechanism, e: Error) -> Error {
+        let closed = matches!(&e, Error::Io { source, .. } if matches!(
+            source.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+        ));
+        if !closed {
+            return e;
+        }
+        Error::Authentication {
+            mechanism: mechanism.name(),
+            message: format!(
+                "{} closed the connection during authentication; with SaslHandshake v0 (raw \
+                 tokens) that is how a broker rejects credentials, and it gives no reason",
+                self.addr
+            ),
+        }
     }
 
     /// Writes one request frame; returns its correlation id.
@@ -590,12 +634,18 @@ impl Connection {
     }
 
     fn read_frame(&mut self, deadline: Instant) -> Result<Bytes> {
+        // A correlation id needs at least 4 bytes.
+        self.read_sized(deadline, 4)
+    }
+
+    /// Reads one size-prefixed frame of at least `min` bytes before `deadline`.
+    fn read_sized(&mut self, deadline: Instant, min: i64) -> Result<Bytes> {
         let mut size = [0u8; 4];
         self.read_exact_until(&mut size, deadline)?;
         let size = i32::from_be_bytes(size) as i64;
-        // A correlation id needs at least 4 bytes; anything outside the bounds is garbage such
-        // as a TLS alert read as a length, and must not size an allocation.
-        if size < 4 || size as u64 > self.config.max_response_size as u64 {
+        // Anything outside the bounds is garbage such as a TLS alert read as a length, and must
+        // not size an allocation.
+        if size < min || size as u64 > self.config.max_response_size as u64 {
             self.broken = true;
             let _ = self.stream.tcp().shutdown(std::net::Shutdown::Both);
             return Err(Error::Protocol {

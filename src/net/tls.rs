@@ -3,6 +3,7 @@
 //! network call, and every connection shares one configuration.
 
 use crate::error::{Error, Result};
+use crate::net::sasl::Secret;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
@@ -92,8 +93,14 @@ pub(crate) struct TlsSettings {
     pub ca_location: Option<PathBuf>,
     /// `ssl.certificate.location`: PEM file of the client certificate chain (mTLS).
     pub certificate_location: Option<PathBuf>,
-    /// `ssl.key.location`: PEM file of the client's private key (PKCS#8, PKCS#1 or SEC1).
+    /// `ssl.key.location`: PEM file of the client's private key (PKCS#8, PKCS#1 or SEC1, or
+    /// encrypted PKCS#8 with `ssl.key.password`).
     pub key_location: Option<PathBuf>,
+    /// `ssl.key.password`: the password of an encrypted `ssl.key.location`.
+    pub key_password: Option<Secret>,
+    /// Trust the roots compiled into the crate (feature `bundled-roots`) instead of the
+    /// system's store, when `ssl.ca.location` is not set.
+    pub bundled_roots: bool,
     /// `ssl.endpoint.identification.algorithm`.
     pub endpoint_identification: EndpointIdentification,
 }
@@ -136,6 +143,68 @@ fn certificates(property: &'static str, path: &Path) -> Result<Vec<CertificateDe
     })
 }
 
+const ENCRYPTED_PKCS8: &str = "ENCRYPTED PRIVATE KEY";
+
+/// Reads the client key at `path`: unencrypted PKCS#8, PKCS#1 or SEC1 PEM, or an encrypted
+/// PKCS#8 PEM (PBES2) decrypted with `password`. The messages name the file and what to do,
+/// never the password.
+fn private_key(
+    path: &Path,
+    password: Option<&Secret>,
+) -> std::result::Result<PrivateKeyDer<'static>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let encrypted = pkcs8::der::pem::decode_vec(&text)
+        .ok()
+        .filter(|(label, _)| *label == ENCRYPTED_PKCS8);
+    if let Some((_, der)) = encrypted {
+        let Some(password) = password.filter(|p| !p.is_empty()) else {
+            return Err(format!(
+                "{} is an encrypted private key: set ssl.key.password",
+                path.display()
+            ));
+        };
+        let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice())
+            .map_err(|e| format!("{} is not a valid encrypted PKCS#8 key: {e}", path.display()))?;
+        // The library cannot tell a wrong password from a corrupt file: both fail the padding
+        // check of the decrypted key, so the message names both.
+        let key = info.decrypt(password.expose()).map_err(|e| {
+            format!(
+                "cannot decrypt {} with ssl.key.password (wrong password, or an encryption \
+                 scheme other than PBES2 with PBKDF2 or scrypt and AES-CBC): {e}",
+                path.display()
+            )
+        })?;
+        return Ok(PrivateKeyDer::Pkcs8(key.as_bytes().to_vec().into()));
+    }
+    if String::from_utf8_lossy(&text).contains("Proc-Type: 4,ENCRYPTED") {
+        return Err(format!(
+            "{} is encrypted the legacy OpenSSL way (Proc-Type/DEK-Info headers), which is not \
+             supported: convert it to encrypted PKCS#8 with `openssl pkcs8 -topk8 -v2 aes-256-cbc`",
+            path.display()
+        ));
+    }
+    PrivateKeyDer::from_pem_slice(&text).map_err(|e| {
+        format!(
+            "{} is not a PEM private key (PKCS#8, PKCS#1, SEC1 or encrypted PKCS#8): {e}",
+            path.display()
+        )
+    })
+}
+
+#[cfg(feature = "bundled-roots")]
+fn bundled_roots(roots: &mut RootCertStore) -> Result<()> {
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    Ok(())
+}
+
+#[cfg(not(feature = "bundled-roots"))]
+fn bundled_roots(_: &mut RootCertStore) -> Result<()> {
+    Err(Error::Config {
+        property: "ssl_ca_bundled",
+        problem: "this build of kafka-group has no bundled roots: enable its `bundled-roots` feature".into(),
+    })
+}
+
 impl TlsSettings {
     /// Checks the files and builds the rustls configuration. No network call.
     pub(crate) fn client_config(&self) -> Result<Tls> {
@@ -150,6 +219,7 @@ impl TlsSettings {
                     })?;
                 }
             }
+            None if self.bundled_roots => bundled_roots(&mut roots)?,
             None => {
                 let found = rustls_native_certs::load_native_certs();
                 for e in &found.errors {
@@ -189,12 +259,7 @@ impl TlsSettings {
             (Some(cert), Some(key)) => {
                 let chain = certificates("ssl.certificate.location", cert)?;
                 let key = read_pem("ssl.key.location", key, |p| {
-                    PrivateKeyDer::from_pem_file(p).map_err(|e| {
-                        format!(
-                            "{} is not an unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
-                            p.display()
-                        )
-                    })
+                    private_key(p, self.key_password.as_ref())
                 })?;
                 builder
                     .with_client_auth_cert(chain, key)
@@ -357,5 +422,67 @@ mod tests {
             ServerName::IpAddress(_)
         ));
         assert!(matches!(server_name("[::1]").unwrap(), ServerName::IpAddress(_)));
+    }
+
+    #[cfg(not(feature = "bundled-roots"))]
+    #[test]
+    fn bundled_roots_without_the_feature_say_which_feature() {
+        let settings = TlsSettings {
+            bundled_roots: true,
+            ..Default::default()
+        };
+        let e = settings.client_config().unwrap_err();
+        assert!(e.to_string().contains("bundled-roots"), "{e}");
+    }
+
+    #[cfg(feature = "bundled-roots")]
+    #[test]
+    fn bundled_roots_fill_the_trust_store() {
+        let mut roots = RootCertStore::empty();
+        bundled_roots(&mut roots).unwrap();
+        // Mozilla's set has well over a hundred roots; a handful would mean a broken build.
+        assert!(roots.len() > 100, "{}", roots.len());
+        let settings = TlsSettings {
+            bundled_roots: true,
+            ..Default::default()
+        };
+        settings.client_config().unwrap();
+    }
+
+    #[test]
+    fn key_files_in_every_form_are_read_or_named_in_the_error() {
+        let dir = std::env::temp_dir().join(format!("kafka-group-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        // Not a key at all.
+        let junk = write("junk.pem", "hello");
+        let e = private_key(&junk, None).unwrap_err();
+        assert!(
+            e.contains("junk.pem") && e.contains("not a PEM private key"),
+            "{e}"
+        );
+        // Encrypted PKCS#8 whose body is garbage: named, no panic, password never shown.
+        let bad = write(
+            "bad.pem",
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        );
+        let e = private_key(&bad, None).unwrap_err();
+        assert!(e.contains("set ssl.key.password"), "{e}");
+        let e = private_key(&bad, Some(&Secret::new("pw-123"))).unwrap_err();
+        assert!(e.contains("bad.pem") && !e.contains("pw-123"), "{e}");
+        // The legacy OpenSSL header form.
+        let legacy = write(
+            "legacy.pem",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,00\n\nAAAA\n-----END RSA PRIVATE KEY-----\n",
+        );
+        let e = private_key(&legacy, Some(&Secret::new("pw"))).unwrap_err();
+        assert!(e.contains("openssl pkcs8 -topk8"), "{e}");
+        let missing = private_key(&dir.join("none.pem"), None).unwrap_err();
+        assert!(missing.contains("none.pem"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,6 +1,6 @@
 //! TLS failures a user meets, each one clear and not retried, and hostile input on the TLS path,
 //! against scripted TLS servers (exact error paths; the real-broker TLS tests are in
-//! `secure_tests`).
+//! `secure_tests`), and encrypted client keys on the real broker's mTLS listener.
 
 use crate::support::broker;
 use crate::support::certs::{server_config, Ca};
@@ -252,4 +252,75 @@ fn missing_files_are_configuration_errors_before_any_network_call() {
         ),
         "{e}"
     );
+}
+
+/// An encrypted PKCS#8 client key (`openssl pkcs8 -topk8 -v2 aes-256-cbc`, made by
+/// `scripts/kafka` with the test PKI) opens with `ssl.key.password` and authenticates on the
+/// real broker's mTLS listener; a missing or wrong password, and a key encrypted the legacy
+/// OpenSSL way, are configuration errors from `build()`, naming the file and not the password.
+#[test]
+fn an_encrypted_client_key_opens_with_its_password_on_a_real_mtls_listener() {
+    use crate::support::secure::{self, Tls};
+    let b = secure::shared();
+    let mtls = |key: &std::path::Path| {
+        Client::builder()
+            .bootstrap_servers(format!("localhost:{}", b.mtls.port()))
+            .security_protocol(SecurityProtocol::Ssl)
+            .ssl_ca_location(&b.tls.ca)
+            .ssl_certificate_location(&b.tls.client_cert)
+            .ssl_key_location(key)
+    };
+    let client = mtls(&b.tls.client_key_encrypted)
+        .property("ssl.key.password", Tls::CLIENT_KEY_PASSWORD)
+        .unwrap()
+        .build()
+        .unwrap();
+    client.refresh_metadata(None).unwrap();
+
+    let config_error = |builder: ClientBuilder| -> String {
+        let e = builder.build().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "ssl.key.location",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let text = format!("{e} {e:?}");
+        assert!(
+            text.contains("client-encrypted.key") || text.contains("legacy"),
+            "{text}"
+        );
+        assert!(!text.contains(Tls::CLIENT_KEY_PASSWORD), "{text}");
+        text
+    };
+    let text = config_error(mtls(&b.tls.client_key_encrypted));
+    assert!(text.contains("set ssl.key.password"), "{text}");
+    let text = config_error(mtls(&b.tls.client_key_encrypted).ssl_key_password("not-the-key-password"));
+    assert!(text.contains("wrong password"), "{text}");
+    assert!(!text.contains("not-the-key-password"), "{text}");
+
+    // The same key encrypted with OpenSSL's legacy PEM headers (Proc-Type/DEK-Info).
+    let scratch = Ca::new("legacy-key");
+    let legacy = scratch.dir().join("legacy.key");
+    let out = std::process::Command::new("openssl")
+        .args([
+            "pkey",
+            "-traditional",
+            "-aes256",
+            "-passout",
+            "pass:legacy-secret",
+            "-in",
+        ])
+        .arg(&b.tls.client_key)
+        .arg("-out")
+        .arg(&legacy)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = config_error(mtls(&legacy).ssl_key_password("legacy-secret"));
+    assert!(text.contains("openssl pkcs8 -topk8"), "{text}");
 }

@@ -209,9 +209,6 @@ pub fn authenticate(
 /// `exchange` writes a token (4-byte length, no Kafka header) and returns the server's next
 /// token. Under this framing a broker reports a failed authentication only by closing the
 /// connection, so the caller should read an I/O error from `exchange` as that.
-// The connection refuses SaslHandshake-v0-only brokers for now (it would need raw frame I/O
-// tested against a real Kafka 0.10.0/0.10.1); the driver is ready and unit-tested.
-#[allow(dead_code)]
 pub fn authenticate_raw(
     mechanism: &Mechanism,
     mut exchange: impl FnMut(&[u8]) -> Result<Vec<u8>>,
