@@ -41,7 +41,7 @@ pub(crate) enum Command {
 }
 
 /// From the heartbeat thread to its member.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Event {
     /// The group must be joined again.
     RejoinNeeded {
@@ -50,13 +50,38 @@ pub(crate) enum Event {
         reason: KafkaCode,
     },
     /// The coordinator moved; the thread already heartbeats to the new one.
-    CoordinatorMoved { generation: i32, coordinator: Broker },
+    /// (Whatever the generation: the coordinator is the group's, not a generation's.)
+    CoordinatorMoved { coordinator: Broker },
     /// No heartbeat succeeded for a whole session timeout.
     SessionExpired { generation: i32 },
     /// Another process took our `group.instance.id`.
     Fenced { generation: i32 },
     /// An error that retrying cannot fix.
     Fatal { generation: i32, code: KafkaCode },
+    /// The coordinator's connection could not be opened for a reason the same on every try
+    /// ([`refuses_connection`]): credentials rejected, certificates, a token provider failing.
+    /// Heartbeats stopped.
+    Refused {
+        generation: i32,
+        error: Box<crate::Error>,
+    },
+}
+
+/// Whether a failure to open or use a connection comes from the configuration or credentials
+/// rather than the network: rejected credentials (also on a KIP-368 re-authentication, after a
+/// password change), a mechanism the broker lacks, a certificate problem, a token provider's
+/// error. Every broker and every later try would answer the same, so the heartbeat thread stops
+/// instead of reconnecting until the session ends.
+pub(crate) fn refuses_connection(e: &crate::Error) -> bool {
+    use crate::Error as E;
+    matches!(
+        e,
+        E::Authentication { .. }
+            | E::UnsupportedMechanism { .. }
+            | E::TokenProvider { .. }
+            | E::Tls { .. }
+            | E::Config { .. }
+    )
 }
 
 /// How the member stops its thread at once, even in the middle of a request: a flag the thread
@@ -387,6 +412,18 @@ impl Worker {
                     }
                 }
             }
+            Err(e) if refuses_connection(&e) => {
+                log::error!("{ctx}: cannot talk to the coordinator: {e}; heartbeats stop");
+                self.metrics.heartbeat_failed();
+                self.active = None;
+                emit(
+                    &self.events,
+                    Event::Refused {
+                        generation: gen_id,
+                        error: Box::new(e),
+                    },
+                );
+            }
             Err(e) => {
                 a.timer.on_failure(done);
                 a.conn = None;
@@ -439,13 +476,7 @@ impl Worker {
                     );
                     a.coordinator = b.clone();
                     a.conn = None;
-                    emit(
-                        &self.events,
-                        Event::CoordinatorMoved {
-                            generation: a.generation,
-                            coordinator: b,
-                        },
-                    );
+                    emit(&self.events, Event::CoordinatorMoved { coordinator: b });
                 }
             }
             Err(e) => log::debug!("{}: coordinator lookup failed: {e}", a.ctx),
@@ -457,4 +488,38 @@ fn emit(events: &Sender<Event>, e: Event) {
     // The member only drops its receiver when it is dropped itself, and then it stops this
     // thread too: an event nobody can receive any more needs no reporting.
     let _ = events.send(e);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuses_connection;
+    use crate::Error;
+    use std::io;
+
+    #[test]
+    fn only_failures_every_try_would_repeat_stop_the_thread() {
+        let auth = Error::Authentication {
+            mechanism: "SCRAM-SHA-512",
+            message: "Authentication failed".into(),
+        };
+        let mechanism = Error::UnsupportedMechanism {
+            wanted: "PLAIN",
+            enabled: vec!["SCRAM-SHA-512".into()],
+        };
+        let tls = Error::Tls {
+            addr: "b:9093".into(),
+            source: "expired".into(),
+        };
+        for e in [&auth, &mechanism, &tls] {
+            assert!(refuses_connection(e), "{e}");
+        }
+        // The network, a restarting broker: reconnect, as before.
+        let io = Error::Io {
+            addr: "b:9093".into(),
+            source: io::ErrorKind::ConnectionRefused.into(),
+        };
+        for e in [&io, &Error::Closed, &Error::NoBroker("none".into())] {
+            assert!(!refuses_connection(e), "{e}");
+        }
+    }
 }

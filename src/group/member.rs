@@ -870,7 +870,7 @@ impl GroupMember {
 
     fn on_event(&mut self, e: Event, events: &mut Vec<GroupEvent>) -> Result<()> {
         match e {
-            Event::CoordinatorMoved { coordinator, .. } => {
+            Event::CoordinatorMoved { coordinator } => {
                 if self.coordinator.as_ref() != Some(&coordinator) {
                     self.coordinator = Some(coordinator.clone());
                     self.conn = None;
@@ -907,6 +907,9 @@ impl GroupMember {
                     code,
                     during: "Heartbeat",
                 })
+            }
+            Event::Refused { generation, error } if self.state.is_current(generation) => {
+                return Err(*error);
             }
             stale => log::debug!("{}: ignoring {stale:?} from an older generation", self.ctx()),
         }

@@ -21,6 +21,7 @@ mod no_loss_tests;
 mod producer_tests;
 mod proxy_tests;
 mod records_tests;
+mod revoked_credentials_tests;
 mod sasl_tests;
 mod secure_broker_tests;
 mod secure_tests;

@@ -1,0 +1,121 @@
+//! Credentials withdrawn while a static member runs, on a real broker with
+//! `connections.max.reauth.ms`: the next KIP-368 re-authentication fails, and the member reports
+//! one clear `Error::Authentication` instead of reconnecting in a loop; its heartbeat thread
+//! stops, as it does when fenced.
+
+use crate::support::secure::{self, ADMIN};
+use crate::support::{create_topic, unique_name};
+use kafka_group::net::sasl::{Mechanism, Secret};
+use kafka_group::{Client, Error, OffsetReset, SecurityProtocol};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Deletes `user`'s SCRAM-SHA-512 credential with AlterUserScramCredentials v0 (API 51), sent
+/// as bytes over the PLAINTEXT listener, whose ANONYMOUS principal is a super user. The crate
+/// has no admin call for SCRAM credentials, and the JDK tools' jar is not in the broker's
+/// classpath, so the request is written out here: header v2, then a flexible body.
+fn delete_scram_512(plaintext: SocketAddr, user: &str) {
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&51i16.to_be_bytes()); // api key
+    frame.extend_from_slice(&0i16.to_be_bytes()); // version
+    frame.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    frame.extend_from_slice(&(-1i16).to_be_bytes()); // client id: null
+    frame.push(0); // header tags
+    frame.push(2); // deletions: compact array of 1
+    frame.push(user.len() as u8 + 1); // compact string
+    frame.extend_from_slice(user.as_bytes());
+    frame.push(2); // mechanism: SCRAM-SHA-512
+    frame.push(0); // deletion tags
+    frame.push(1); // upsertions: empty compact array
+    frame.push(0); // body tags
+    let mut s = TcpStream::connect(plaintext).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(&(frame.len() as i32).to_be_bytes()).unwrap();
+    s.write_all(&frame).unwrap();
+    let mut size = [0; 4];
+    s.read_exact(&mut size).unwrap();
+    let mut resp = vec![0; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut resp).unwrap();
+    // correlation id (4), header tags (1), throttle (4), results array (1), user string.
+    assert_eq!(&resp[..4], &7i32.to_be_bytes());
+    assert_eq!(resp[9], 2, "one result: {resp:?}");
+    let name_len = resp[10] as usize - 1;
+    assert_eq!(&resp[11..11 + name_len], user.as_bytes());
+    let code = i16::from_be_bytes([resp[11 + name_len], resp[12 + name_len]]);
+    assert_eq!(
+        code, 0,
+        "AlterUserScramCredentials answered error {code}: {resp:?}"
+    );
+}
+
+#[test]
+fn a_credential_deleted_under_a_running_member_ends_it_with_one_authentication_error() {
+    let reauth = Duration::from_secs(3);
+    let b = secure::reauth(reauth.as_millis() as u64);
+    let client = Client::builder()
+        .bootstrap_servers(format!("localhost:{}", b.sasl_ssl.port()))
+        .security_protocol(SecurityProtocol::SaslSsl)
+        .ssl_ca_location(&b.tls.ca)
+        .sasl(Mechanism::ScramSha512 {
+            username: ADMIN.name.into(),
+            password: Secret::new(ADMIN.password),
+        })
+        .request_timeout(Duration::from_secs(10))
+        .api_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let topic = create_topic(&client, "revoked", 1, 1);
+    let mut c = client
+        .consumer(&unique_name("revoked"))
+        .group_instance_id("r1")
+        .subscribe([topic.as_str()])
+        .auto_offset_reset(OffsetReset::Earliest)
+        .session_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    // Joined, heartbeating, and past one re-authentication with the credential still there.
+    let started = Instant::now();
+    while started.elapsed() < reauth * 2 {
+        c.poll(Duration::from_millis(300)).unwrap();
+    }
+    assert!(c.member().metrics().heartbeats > 0);
+
+    delete_scram_512(b.plaintext, ADMIN.name);
+    let deleted = Instant::now();
+    let e = loop {
+        match c.poll(Duration::from_millis(500)) {
+            Ok(_) => assert!(
+                deleted.elapsed() < reauth * 4,
+                "still polling {:?} after the credential went",
+                deleted.elapsed()
+            ),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(e, Error::Authentication { .. }), "{e:?}");
+    assert!(!format!("{e} {e:?}").contains(ADMIN.password), "{e}");
+    // Each later poll says the same at once; none waits out its timeout retrying.
+    for _ in 0..3 {
+        let t = Instant::now();
+        let e = c.poll(Duration::from_secs(5)).unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "poll retried for {:?}",
+            t.elapsed()
+        );
+        assert!(matches!(e, Error::Authentication { .. }), "{e:?}");
+    }
+    // The heartbeat thread stopped too: its connection's re-authentication failed within a
+    // session lifetime, and it does not reconnect in a loop.
+    std::thread::sleep(reauth * 2);
+    let before = c.member().metrics();
+    std::thread::sleep(reauth);
+    let after = c.member().metrics();
+    assert_eq!(
+        (before.heartbeats, before.heartbeat_failures),
+        (after.heartbeats, after.heartbeat_failures),
+        "heartbeats went on"
+    );
+    let _ = c.close();
+}
