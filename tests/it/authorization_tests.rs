@@ -2,12 +2,16 @@
 //! topics and groups named `bob-*`, and only DESCRIBE those named `peek-*`, so every call that
 //! needs an ACL on another name must fail with [`Error::Authorization`] naming that resource,
 //! at once rather than after its timeout. `peek-*` gets the requests past the metadata and the
-//! coordinator lookup denied for real: Fetch, Produce, JoinGroup, OffsetCommit, LeaveGroup. CLUSTER_AUTHORIZATION_FAILED, which none of our calls gets from a current broker
-//! (ListGroups filters the groups instead since Kafka 2.1), comes from a scripted broker.
+//! coordinator lookup denied for real: Fetch, Produce, JoinGroup, OffsetCommit, LeaveGroup,
+//! CreatePartitions; an ACL added while a member runs gets its heartbeat denied.
+//! CLUSTER_AUTHORIZATION_FAILED, which none of our calls gets from a current broker (since
+//! KIP-231, Kafka 2.1, ListGroups leaves out the groups a principal may not describe instead),
+//! comes from a scripted broker.
 
+use crate::support::java;
 use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted};
 use crate::support::secure::{self, BOB, BOB_PREFIX, PEEK_PREFIX};
-use crate::support::unique_name;
+use crate::support::{unique_name, wait_for};
 use kafka_group::group::{MemberState, TopicPartition};
 use kafka_group::net::sasl::{Mechanism, Secret};
 use kafka_group::protocol::messages::list_groups_response::ListedGroup as WireGroup;
@@ -44,8 +48,8 @@ fn bob() -> Client {
         .unwrap()
 }
 
-/// Two topics made by a super user (ANONYMOUS on PLAINTEXT): one bob may use, one he may not,
-/// each with a record. Shared by the tests of this file.
+/// Three topics made by a super user (ANONYMOUS on PLAINTEXT): one bob may use, one he may
+/// not, one he may only describe, each with a record. Shared by the tests of this file.
 struct Topics {
     allowed: String,
     denied: String,
@@ -382,7 +386,7 @@ fn bob_on_his_own_prefix_is_not_denied() {
     admin.delete_topics(&[own.as_str()], API_TIMEOUT).unwrap();
 }
 
-/// A broker before Kafka 2.1 answers ListGroups without `DESCRIBE` on the cluster with
+/// A broker before Kafka 2.1 (KIP-231) answers ListGroups without `DESCRIBE` on the cluster with
 /// CLUSTER_AUTHORIZATION_FAILED; scripted, since no broker we test with still does.
 #[test]
 fn cluster_authorization_failed_from_list_groups_names_the_cluster() {
@@ -591,4 +595,87 @@ fn bob_in_a_group_he_may_only_describe_is_denied_on_join_and_commit() {
         KafkaCode::TopicAuthorizationFailed,
         Resource::Topic(t.peek.clone()),
     );
+}
+
+/// Adds an ACL denying `principal` READ on the group named `group` (a DENY wins over bob's
+/// ALLOW on the prefix), as ANONYMOUS on PLAINTEXT, with Kafka's own Admin client.
+fn deny_group_read(principal: &str, group: &str) {
+    const SOURCE: &str = r#"
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.acl.*;
+import org.apache.kafka.common.resource.*;
+public class DenyGroupRead {
+    public static void main(String[] a) throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", a[0]))) {
+            admin.createAcls(List.of(new AclBinding(
+                new ResourcePattern(ResourceType.GROUP, a[2], PatternType.LITERAL),
+                new AccessControlEntry(a[1], "*", AclOperation.READ, AclPermissionType.DENY)))).all().get();
+        }
+    }
+}
+"#;
+    let b = secure::shared();
+    java::run_source(
+        &b.version,
+        "DenyGroupRead",
+        SOURCE,
+        &[&b.plaintext.to_string(), principal, group],
+    );
+}
+
+/// An ACL taken away while the member runs: its next heartbeat is denied, the heartbeat thread
+/// stops, and poll returns the error and the member stops, as when fenced.
+#[test]
+fn a_member_whose_group_acl_is_revoked_stops_at_its_next_heartbeat() {
+    let t = topics();
+    let client = bob();
+    let group = unique_name(&format!("{BOB_PREFIX}authz-revoked"));
+    let mut c = client
+        .consumer(&group)
+        .group_instance_id("bob-revoked-1")
+        .subscribe([t.allowed.as_str()])
+        .heartbeat_interval(Duration::from_millis(300))
+        .session_timeout(Duration::from_secs(10))
+        .enable_auto_commit(false)
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.assignment().is_empty() {
+        assert!(Instant::now() < deadline, "no assignment");
+        c.poll(Duration::from_millis(500)).unwrap();
+    }
+    // Heartbeats are answered before the ACL goes.
+    wait_for("a heartbeat answered", Duration::from_secs(10), || {
+        c.member().metrics().heartbeats > 0
+    });
+    deny_group_read(&format!("User:{}", BOB.name), &group);
+    let started = Instant::now();
+    let result = poll_until_error(&mut c);
+    assert_denied(
+        "poll after the ACL went",
+        started,
+        result,
+        ApiKey::Heartbeat,
+        KafkaCode::GroupAuthorizationFailed,
+        Resource::Group(group.clone()),
+    );
+    assert_eq!(c.member().state(), MemberState::Unauthorized);
+    assert!(c.member().assignment().is_empty(), "{}", c.member().assignment());
+    // Stopped: no more heartbeats go out, and every call says why.
+    let sent = c.member().metrics().heartbeats + c.member().metrics().heartbeat_failures;
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        c.member().metrics().heartbeats + c.member().metrics().heartbeat_failures,
+        sent,
+        "heartbeats went on"
+    );
+    assert!(matches!(
+        c.poll(Duration::from_secs(1)),
+        Err(Error::Authorization {
+            api: ApiKey::Heartbeat,
+            ..
+        })
+    ));
+    c.close().unwrap();
 }
