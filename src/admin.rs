@@ -6,7 +6,8 @@
 //! a field only in the versions that have it, so an old broker gets a request it understands or
 //! a clear error, never one with a field silently dropped.
 
-use crate::client::{metadata_request, time_left, Broker, Client, Metadata};
+use crate::authorization::Scope;
+use crate::client::{metadata_request, time_left, topic_denied, Broker, Client, Metadata};
 use crate::consumer::offsets;
 use crate::error::{Error, Result};
 use crate::group::Assignment;
@@ -334,6 +335,7 @@ impl Admin {
                         return Err(kafka_error(
                             ApiKey::ListGroups,
                             code,
+                            Scope::default(),
                             &format!("broker {id}"),
                             None,
                         ));
@@ -479,7 +481,16 @@ impl Admin {
                     // Leader moves, a topic the leader does not know yet, OFFSET_NOT_AVAILABLE
                     // during a leader election: all retriable in Kafka's table.
                     Err(code) if code.is_retriable() => problem = Some(format!("{tp}: {code}")),
-                    Err(code) => return Err(kafka_error(ApiKey::ListOffsets, code, &tp.to_string(), None)),
+                    Err(code) => {
+                        let scope = Scope::topic(&tp.topic);
+                        return Err(kafka_error(
+                            ApiKey::ListOffsets,
+                            code,
+                            scope,
+                            &tp.to_string(),
+                            None,
+                        ));
+                    }
                 }
             }
         }
@@ -541,8 +552,19 @@ impl Admin {
             let resp = self.client.send_to_by(coordinator.id, deadline, |v| {
                 group_offsets_request(v, group, named.as_deref())
             })?;
-            let committed = offsets::offset_fetch_result(&resp)
-                .map_err(|code| kafka_error(ApiKey::OffsetFetch, code, &format!("group {group}"), None))?;
+            let committed = offsets::offset_fetch_result(&resp).map_err(|f| {
+                let scope = Scope {
+                    topic: f.topic.as_deref(),
+                    group: Some(group),
+                };
+                kafka_error(
+                    ApiKey::OffsetFetch,
+                    f.code,
+                    scope,
+                    &format!("group {group}"),
+                    None,
+                )
+            })?;
             Ok(committed
                 .into_iter()
                 .filter_map(|(tp, c)| c.map(|(offset, _)| (tp, offset)))
@@ -662,7 +684,8 @@ impl Admin {
                     KafkaCode::NotController => retry.push(name),
                     c => {
                         let message = message.as_deref().map(String::from);
-                        return Err(kafka_error(api, c, &format!("topic {name}"), message));
+                        let scope = Scope::topic(name);
+                        return Err(kafka_error(api, c, scope, &format!("topic {name}"), message));
                     }
                 }
             }
@@ -756,9 +779,14 @@ impl Admin {
 /// `(topic name, error code, error message)` as a per-topic response carries them.
 type TopicOutcome = (Option<KafkaStr>, i16, Option<KafkaStr>);
 
-/// A broker error for one item, with the item (`topic x`, `group g`) leading the message.
-fn kafka_error(api: ApiKey, code: KafkaCode, what: &str, message: Option<String>) -> Error {
-    let message = match message.filter(|m| !m.is_empty()) {
+/// A broker error for one item, with the item (`topic x`, `group g`) leading the message; an
+/// authorization error for the resource of `scope` (which names it itself).
+fn kafka_error(api: ApiKey, code: KafkaCode, scope: Scope<'_>, what: &str, message: Option<String>) -> Error {
+    let message = message.filter(|m| !m.is_empty());
+    if let e @ Error::Authorization { .. } = Error::from_code(api, code, scope, message.clone()) {
+        return e;
+    }
+    let message = match message {
         Some(m) => format!("{what}: {m}"),
         None => what.to_string(),
     };
@@ -891,6 +919,7 @@ pub(crate) fn group_description(group: &str, resp: DescribeGroupsResponse) -> Re
         return Err(kafka_error(
             ApiKey::DescribeGroups,
             code,
+            Scope::group(group),
             &format!("group {group}"),
             None,
         ));
@@ -944,6 +973,7 @@ fn member_outcomes(
         return Err(kafka_error(
             ApiKey::LeaveGroup,
             code,
+            Scope::group(group),
             &format!("group {group}"),
             None,
         ));
@@ -989,9 +1019,15 @@ fn by_leader(
             return Err(kafka_error(
                 ApiKey::ListOffsets,
                 t.error,
+                Scope::topic(&tp.topic),
                 &format!("topic {}", tp.topic),
                 None,
             ));
+        }
+        // Denied topics have no partitions: without this the call would wait for leaders
+        // until its timeout.
+        if let Some(e) = topic_denied(meta, &tp.topic) {
+            return Err(e);
         }
         let leader = topic
             .and_then(|t| t.partitions.iter().find(|p| p.partition == tp.partition))
@@ -1217,7 +1253,11 @@ mod tests {
         failed.groups[0].error_code = KafkaCode::GroupAuthorizationFailed.code();
         let e = group_description("g", failed).unwrap_err();
         assert_eq!(e.kafka_code(), Some(KafkaCode::GroupAuthorizationFailed));
-        assert!(e.to_string().contains("group g"), "{e}");
+        assert!(
+            matches!(&e, Error::Authorization { api: ApiKey::DescribeGroups, resource: crate::Resource::Group(g), .. } if g == "g"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("group `g`"), "{e}");
     }
 
     #[test]
@@ -1414,6 +1454,17 @@ mod tests {
         let e = by_leader(&meta, &left, -2).unwrap_err();
         assert_eq!(e.kafka_code(), Some(KafkaCode::UnknownTopicOrPartition));
         assert!(e.to_string().contains("topic gone"), "{e}");
+        // A denied topic has no partitions: an error at once, not a wait for leaders.
+        meta.topics.insert(
+            "denied".into(),
+            topic("denied", KafkaCode::TopicAuthorizationFailed, vec![]),
+        );
+        let left: BTreeSet<_> = [tp("t", 0), tp("denied", 0)].into_iter().collect();
+        let e = by_leader(&meta, &left, -1).unwrap_err();
+        assert!(
+            matches!(&e, Error::Authorization { api: ApiKey::Metadata, resource: crate::Resource::Topic(t), .. } if t == "denied"),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -1421,6 +1472,7 @@ mod tests {
         let e = kafka_error(
             ApiKey::CreateTopics,
             KafkaCode::TopicAlreadyExists,
+            Scope::topic("t"),
             "topic t",
             Some("exists".into()),
         );
@@ -1431,9 +1483,55 @@ mod tests {
         let e = kafka_error(
             ApiKey::DeleteTopics,
             KafkaCode::UnknownTopicOrPartition,
+            Scope::topic("t"),
             "topic t",
             Some(String::new()),
         );
         assert!(e.to_string().ends_with(": topic t"), "{e}");
+        // Authorization: the resource from the scope, the broker's message kept as its own.
+        let e = kafka_error(
+            ApiKey::CreateTopics,
+            KafkaCode::TopicAuthorizationFailed,
+            Scope::topic("t"),
+            "topic t",
+            Some("Authorization failed.".into()),
+        );
+        match &e {
+            Error::Authorization {
+                api: ApiKey::CreateTopics,
+                resource: crate::Resource::Topic(t),
+                message: Some(m),
+                ..
+            } => assert_eq!((t.as_str(), m.as_str()), ("t", "Authorization failed.")),
+            other => panic!("{other:?}"),
+        }
+        let e = kafka_error(
+            ApiKey::ListGroups,
+            KafkaCode::ClusterAuthorizationFailed,
+            Scope::default(),
+            "broker 1",
+            None,
+        );
+        assert!(
+            matches!(
+                e,
+                Error::Authorization {
+                    resource: crate::Resource::Cluster,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = kafka_error(
+            ApiKey::DescribeGroups,
+            KafkaCode::GroupAuthorizationFailed,
+            Scope::group("g"),
+            "group g",
+            None,
+        );
+        assert!(
+            e.to_string().starts_with("not authorized to DESCRIBE group `g`"),
+            "{e}"
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! requests to the same broker queue (one in flight per connection). Long-lived users such as a
 //! member's heartbeat thread take a dedicated connection with [`Client::connect`] instead.
 
+use crate::authorization::Scope;
 use crate::error::{Error, Result};
 use crate::net::sasl::{Mechanism, Secret};
 use crate::net::{
@@ -1198,6 +1199,17 @@ fn skip_tagged_fields(d: &mut Decoder<'_>, flexible: bool) -> std::result::Resul
     Ok(())
 }
 
+/// The authorization error a Metadata answer holds for `topic` (`TOPIC_AUTHORIZATION_FAILED`:
+/// the principal may not DESCRIBE it), if any. Such a topic comes back with no partitions, so
+/// without this check a caller would wait for leaders that never appear.
+pub(crate) fn topic_denied(meta: &Metadata, topic: &str) -> Option<Error> {
+    let t = meta.topics.get(topic)?;
+    match Error::from_code(ApiKey::Metadata, t.error, Scope::topic(topic), None) {
+        e @ Error::Authorization { .. } => Some(e),
+        _ => None,
+    }
+}
+
 /// FindCoordinator for a group: v4+ batches keys (KIP-699), below one key per request.
 pub(crate) fn find_coordinator_request(group: &str, version: i16) -> FindCoordinatorRequest {
     if version >= 4 {
@@ -1220,11 +1232,13 @@ fn coordinator_from(group: &str, r: FindCoordinatorResponse) -> Result<Broker> {
     };
     let code = KafkaCode::from_code(code);
     if code.is_error() {
-        return Err(Error::Kafka {
-            api: ApiKey::FindCoordinator,
+        let message = message.map(String::from).filter(|m| !m.is_empty());
+        return Err(Error::from_code(
+            ApiKey::FindCoordinator,
             code,
-            message: message.map(Into::into),
-        });
+            Scope::group(group),
+            message,
+        ));
     }
     let port = u16::try_from(port)
         .ok()
@@ -1592,6 +1606,63 @@ mod tests {
         for port in [0, -1, 65536 + 9092] {
             assert!(matches!(coordinator(port), Err(Error::NoBroker(_))), "{port}");
         }
+    }
+
+    #[test]
+    fn a_denied_group_or_topic_is_an_authorization_error_naming_it() {
+        use crate::protocol::messages::find_coordinator_response::Coordinator;
+        use crate::protocol::messages::metadata_response::MetadataResponseTopic;
+        use crate::Resource;
+        // FindCoordinator v4+ answers per key; before, at the top level.
+        let denied = KafkaCode::GroupAuthorizationFailed.code();
+        let batched = FindCoordinatorResponse {
+            coordinators: vec![Coordinator {
+                key: "g".into(),
+                node_id: -1,
+                port: -1,
+                error_code: denied,
+                error_message: Some("".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let old = FindCoordinatorResponse {
+            error_code: denied,
+            error_message: Some("Group authorization failed.".into()),
+            ..Default::default()
+        };
+        for (r, message) in [(batched, None), (old, Some("Group authorization failed."))] {
+            match coordinator_from("g", r) {
+                Err(Error::Authorization {
+                    api: ApiKey::FindCoordinator,
+                    code: KafkaCode::GroupAuthorizationFailed,
+                    resource: Resource::Group(g),
+                    message: m,
+                }) => assert_eq!((g.as_str(), m.as_deref()), ("g", message)),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Metadata: a topic the principal may not describe comes back with the code and no
+        // partitions.
+        let mut r = MetadataResponse::default();
+        r.topics.push(MetadataResponseTopic {
+            name: Some("t".into()),
+            error_code: KafkaCode::TopicAuthorizationFailed.code(),
+            ..Default::default()
+        });
+        r.topics.push(MetadataResponseTopic {
+            name: Some("gone".into()),
+            error_code: KafkaCode::UnknownTopicOrPartition.code(),
+            ..Default::default()
+        });
+        let m = metadata_from(r);
+        let e = topic_denied(&m, "t").unwrap();
+        assert!(
+            matches!(&e, Error::Authorization { api: ApiKey::Metadata, resource: Resource::Topic(t), .. } if t == "t"),
+            "{e:?}"
+        );
+        assert!(topic_denied(&m, "gone").is_none());
+        assert!(topic_denied(&m, "unasked").is_none());
     }
 
     #[test]

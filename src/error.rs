@@ -4,6 +4,7 @@
 //! which API a broker error came from, which versions did not overlap. Display texts are
 //! written for an operator reading a log.
 
+use crate::authorization::{self, Resource, Scope};
 use crate::group::TopicPartition;
 use crate::net::releases;
 use crate::protocol::{ApiKey, DecodeError, EncodeError, VersionRange};
@@ -93,6 +94,24 @@ pub enum Error {
         api: ApiKey,
         /// The error code.
         code: KafkaCode,
+        /// The broker's error message, when it sent one.
+        message: Option<String>,
+    },
+    /// The broker's authorizer denied the request: the principal has no ACL allowing what the
+    /// request needed on `resource` (`TOPIC_AUTHORIZATION_FAILED`, `GROUP_AUTHORIZATION_FAILED`,
+    /// `CLUSTER_AUTHORIZATION_FAILED`). Returned by the call that needed the ACL (poll, commit,
+    /// join, send, an admin call) and never retried: the same request fails the same way until
+    /// an ACL is added. A [`GroupMember`](crate::group::GroupMember) (and so a
+    /// [`Consumer`](crate::Consumer)) denied its group stops, as when fenced: its heartbeats
+    /// stop and every later call returns this error. Display names the resource and, where
+    /// Kafka's ACL table says, the operation (`READ`, `WRITE`, `DESCRIBE` …) the principal needs.
+    Authorization {
+        /// The API that was denied.
+        api: ApiKey,
+        /// The broker's code (one of the three above).
+        code: KafkaCode,
+        /// What the ACL is missing on.
+        resource: Resource,
         /// The broker's error message, when it sent one.
         message: Option<String>,
     },
@@ -226,6 +245,12 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::Authorization {
+                api,
+                code,
+                resource,
+                message,
+            } => authorization::explain(f, *api, *code, resource, message.as_deref()),
             Error::UnsupportedVersion { api, ours, broker } => match broker {
                 Some(b) => write!(
                     f,
@@ -343,10 +368,45 @@ impl Error {
         }
     }
 
-    /// The Kafka error code, for broker errors.
+    /// A broker's answer `code` to `api` as an error: [`Error::Authorization`] for an
+    /// authorization code whose resource `scope` names, [`Error::Kafka`] for anything else.
+    /// The one constructor for codes that may be authorization failures.
+    pub(crate) fn from_code(
+        api: ApiKey,
+        code: KafkaCode,
+        scope: Scope<'_>,
+        message: Option<String>,
+    ) -> Error {
+        match authorization::resource_for(code, scope) {
+            Some(resource) => Error::Authorization {
+                api,
+                code,
+                resource,
+                message,
+            },
+            None => Error::Kafka { api, code, message },
+        }
+    }
+
+    /// [`from_code`](Self::from_code) for a code that came without a broker message, where the
+    /// caller has `context` of its own for a plain [`Error::Kafka`] (which partitions, which
+    /// broker). An authorization error names its resource itself and keeps `message` for what
+    /// the broker said, so it gets none.
+    pub(crate) fn from_code_in(api: ApiKey, code: KafkaCode, scope: Scope<'_>, context: String) -> Error {
+        match Error::from_code(api, code, scope, None) {
+            Error::Kafka { api, code, .. } => Error::Kafka {
+                api,
+                code,
+                message: Some(context),
+            },
+            e => e,
+        }
+    }
+
+    /// The Kafka error code, for broker errors (including authorization failures).
     pub fn kafka_code(&self) -> Option<KafkaCode> {
         match self {
-            Error::Kafka { code, .. } => Some(*code),
+            Error::Kafka { code, .. } | Error::Authorization { code, .. } => Some(*code),
             _ => None,
         }
     }

@@ -65,6 +65,7 @@
 struct ReadmeDoctests;
 
 mod admin;
+mod authorization;
 mod client;
 mod code;
 mod consumer;
@@ -80,6 +81,7 @@ pub mod records;
 pub use admin::{
     Admin, GroupDescription, ListedGroup, MemberDescription, NewTopic, OffsetSpec, PartitionLag,
 };
+pub use authorization::Resource;
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};
 pub use code::KafkaCode;
 pub use consumer::{Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetReset, Polled};

@@ -36,7 +36,8 @@
 //! # Ok::<(), kafka_group::Error>(())
 //! ```
 
-use crate::client::{Client, Metadata, TopicMetadata};
+use crate::authorization::Scope;
+use crate::client::{topic_denied, Client, Metadata, TopicMetadata};
 use crate::error::{Error, Result};
 use crate::group::TopicPartition;
 use crate::net::versions::{self, BrokerVersions, Capability};
@@ -833,7 +834,13 @@ enum Outcome {
 }
 
 fn produce_error(tp: &TopicPartition, code: KafkaCode, message: Option<String>) -> Error {
-    let detail = match message.filter(|m| !m.is_empty()) {
+    let message = message.filter(|m| !m.is_empty());
+    if let e @ Error::Authorization { .. } =
+        Error::from_code(ApiKey::Produce, code, Scope::topic(&tp.topic), message.clone())
+    {
+        return e;
+    }
+    let detail = match message {
         Some(m) => format!("{tp}: {m}"),
         None => tp.to_string(),
     };
@@ -1069,14 +1076,17 @@ impl Producer {
                             self.acc.add_topic(t, &meta);
                             return Ok(());
                         }
-                        Some(t) => Error::Kafka {
-                            api: ApiKey::Metadata,
-                            code: if t.error.is_error() {
-                                t.error
-                            } else {
-                                KafkaCode::LeaderNotAvailable
+                        Some(t) => match topic_denied(&meta, topic) {
+                            Some(denied) => denied,
+                            None => Error::Kafka {
+                                api: ApiKey::Metadata,
+                                code: if t.error.is_error() {
+                                    t.error
+                                } else {
+                                    KafkaCode::LeaderNotAvailable
+                                },
+                                message: Some(format!("topic {topic}")),
                             },
-                            message: Some(format!("topic {topic}")),
                         },
                         None => Error::Kafka {
                             api: ApiKey::Metadata,
@@ -1767,6 +1777,14 @@ mod tests {
                 matches!(classify(&sent[0], code, -1, None), Outcome::Retry { .. }),
                 "{code}"
             );
+        }
+        match classify(&sent[0], KafkaCode::TopicAuthorizationFailed, -1, None) {
+            Outcome::Failed(Error::Authorization {
+                api: ApiKey::Produce,
+                resource: crate::Resource::Topic(t),
+                ..
+            }) => assert_eq!(t, sent[0].topic),
+            other => panic!("{other:?}"),
         }
         for code in [
             KafkaCode::TopicAuthorizationFailed,

@@ -18,7 +18,8 @@ pub use builder::ConsumerBuilder;
 pub use config::{IsolationLevel, OffsetReset};
 pub use record::{ConsumerRecord, Polled};
 
-use crate::client::{Client, Metadata};
+use crate::authorization::Scope;
+use crate::client::{topic_denied, Client, Metadata};
 use crate::error::{Error, Result, Timeout};
 use crate::group::action::{classify, GroupAction};
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
@@ -77,6 +78,11 @@ struct Buffered {
 ///   coordinator unreachable), the coordinator may already have given the partitions to
 ///   another member: `poll` returns [`GroupEvent::Lost`], drops what it had fetched for them
 ///   and commits nothing; the member rejoins once the coordinator answers again.
+/// - **Authorization.** A call the broker's authorizer denies returns
+///   [`Error::Authorization`] naming the topic or group: `poll` for a subscribed topic the
+///   principal may not describe (the leader cannot assign it) or read (Fetch), `commit` for a
+///   group or topic it may not read. Never retried. Denied the group itself, the consumer
+///   stops for good, as when fenced.
 /// - **Auto-commit** (`enable.auto.commit`, on by default as in Kafka's Java client): inside
 ///   `poll`, once `auto.commit.interval.ms` has passed, the positions are committed (what
 ///   earlier polls returned, which the application has processed by the time it polls again);
@@ -448,7 +454,13 @@ impl Consumer {
                     offset,
                     leader_epoch: epoch,
                 }),
-                None => self.metadata_stale = true,
+                None => {
+                    // An assigned topic the principal may not describe never gets a leader.
+                    if let Some(e) = topic_denied(&meta, &tp.topic) {
+                        return Err(e);
+                    }
+                    self.metadata_stale = true;
+                }
             }
         }
         let mut got = false;
@@ -502,11 +514,13 @@ impl Consumer {
                     continue;
                 }
                 Err(code) => {
-                    return Err(Error::Kafka {
-                        api: ApiKey::Fetch,
+                    let context = format!("fetch from broker {leader}");
+                    return Err(Error::from_code_in(
+                        ApiKey::Fetch,
                         code,
-                        message: Some(format!("fetch from broker {leader}")),
-                    })
+                        Scope::default(),
+                        context,
+                    ));
                 }
             };
             for (tp, outcome) in parts {
@@ -541,11 +555,13 @@ impl Consumer {
                         self.positions.out_of_range(&tp, from);
                     }
                     PartitionFetch::Failed { code, detail } => {
-                        failure.get_or_insert(Error::Kafka {
-                            api: ApiKey::Fetch,
+                        let context = detail.unwrap_or_else(|| tp.to_string());
+                        failure.get_or_insert(Error::from_code_in(
+                            ApiKey::Fetch,
                             code,
-                            message: Some(detail.unwrap_or_else(|| tp.to_string())),
-                        });
+                            Scope::topic(&tp.topic),
+                            context,
+                        ));
                     }
                 }
             }
@@ -596,7 +612,12 @@ impl Consumer {
                             .or_default()
                             .insert(tp.clone(), (timestamp, epoch));
                     }
-                    None => force = true,
+                    None => {
+                        if let Some(e) = topic_denied(&meta, &tp.topic) {
+                            return Err(e);
+                        }
+                        force = true;
+                    }
                 }
             }
             let mut last_problem = None;
@@ -631,11 +652,13 @@ impl Consumer {
                             force = true;
                         }
                         Err(code) => {
-                            return Err(Error::Kafka {
-                                api: ApiKey::ListOffsets,
+                            let scope = Scope::topic(&tp.topic);
+                            return Err(Error::from_code_in(
+                                ApiKey::ListOffsets,
                                 code,
-                                message: Some(tp.to_string()),
-                            })
+                                scope,
+                                tp.to_string(),
+                            ));
                         }
                     }
                 }
@@ -685,14 +708,15 @@ impl Consumer {
             }) {
                 Ok(resp) => match offsets::offset_fetch_result(&resp) {
                     Ok(map) => return Ok(map),
-                    Err(code) => {
+                    Err(offsets::FetchFailure { code, topic }) => {
                         let action = classify(code);
                         if !matches!(action, GroupAction::Retry | GroupAction::RediscoverCoordinator) {
-                            return Err(Error::Kafka {
-                                api: ApiKey::OffsetFetch,
-                                code,
-                                message: Some(format!("group {group}")),
-                            });
+                            let scope = Scope {
+                                topic: topic.as_deref(),
+                                group: Some(&group),
+                            };
+                            let context = format!("group {group}");
+                            return Err(Error::from_code_in(ApiKey::OffsetFetch, code, scope, context));
                         }
                         if action == GroupAction::RediscoverCoordinator {
                             self.member.forget_coordinator();
@@ -822,14 +846,16 @@ impl Consumer {
                             let list: Vec<String> = partitions.iter().map(ToString::to_string).collect();
                             let list = list.join(", ");
                             log::warn!("{}: commit of {list} rejected: {code}", self.ctx());
-                            return Err(Error::Kafka {
-                                api: ApiKey::OffsetCommit,
-                                code,
-                                message: Some(format!(
-                                    "commit of {list} rejected in generation {}",
-                                    generation.map_or(-1, |g| g.id)
-                                )),
-                            });
+                            let context = format!(
+                                "commit of {list} rejected in generation {}",
+                                generation.map_or(-1, |g| g.id)
+                            );
+                            // The first partition is the one the (first) code is about.
+                            let scope = Scope {
+                                topic: partitions.first().map(|tp| tp.topic.as_str()),
+                                group: Some(&group),
+                            };
+                            return Err(Error::from_code_in(ApiKey::OffsetCommit, code, scope, context));
                         }
                     }
                 }

@@ -210,11 +210,20 @@ pub(crate) type Committed = Option<(i64, Option<i32>)>;
 /// committed leader epoch.
 type FetchedEntry<'a> = (&'a str, i32, i16, i64, i32);
 
-/// Reads an OffsetFetch answer. `Err(code)` for a group-level error or the first
+/// Why an OffsetFetch answer gives no offsets: a group-level code, or the first
+/// partition-level one with its topic (which an authorization error names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FetchFailure {
+    pub(crate) code: KafkaCode,
+    /// The topic of the partition the code came with; `None` for a group-level code.
+    pub(crate) topic: Option<String>,
+}
+
+/// Reads an OffsetFetch answer; the failure of a group-level error or the first
 /// partition-level one (the caller decides whether to retry).
 pub(crate) fn offset_fetch_result(
     resp: &OffsetFetchResponse,
-) -> Result<BTreeMap<TopicPartition, Committed>, KafkaCode> {
+) -> Result<BTreeMap<TopicPartition, Committed>, FetchFailure> {
     // v8+ answers per group, older versions at the top level; the partition entries are the
     // same fields in two generated types, flattened here so they are read in one place.
     macro_rules! entries {
@@ -241,20 +250,23 @@ pub(crate) fn offset_fetch_result(
     };
     let code = KafkaCode::from_code(group_code);
     if code.is_error() {
-        return Err(code);
+        return Err(FetchFailure { code, topic: None });
     }
     let mut out = BTreeMap::new();
     let mut first_error = None;
     for (topic, partition, error, offset, epoch) in entries {
         let code = KafkaCode::from_code(error);
         if code.is_error() {
-            first_error.get_or_insert(code);
+            first_error.get_or_insert_with(|| FetchFailure {
+                code,
+                topic: Some(topic.to_string()),
+            });
         }
         let committed = (offset >= 0).then_some((offset, (epoch >= 0).then_some(epoch)));
         out.insert(TopicPartition::new(topic, partition), committed);
     }
     match first_error {
-        Some(code) => Err(code),
+        Some(failure) => Err(failure),
         None => Ok(out),
     }
 }
@@ -440,6 +452,32 @@ mod tests {
                 code: KafkaCode::NotCoordinator
             }
         );
+        // Authorization: final, no rejoin; the first partition is the one the code is about.
+        let (ok, o) = commit_outcome(&commit_response(&[
+            ("mine", 0, KafkaCode::None),
+            ("theirs", 3, KafkaCode::TopicAuthorizationFailed),
+            ("theirs", 4, KafkaCode::TopicAuthorizationFailed),
+        ]));
+        assert_eq!(ok, vec![tp("mine", 0)]);
+        assert_eq!(
+            o,
+            CommitOutcome::Failed {
+                code: KafkaCode::TopicAuthorizationFailed,
+                partitions: vec![tp("theirs", 3), tp("theirs", 4)],
+                rejoin: false
+            }
+        );
+        // A group denied: Kafka sets the code on every partition.
+        let (ok, o) = commit_outcome(&commit_response(&[("a", 0, KafkaCode::GroupAuthorizationFailed)]));
+        assert!(ok.is_empty());
+        assert!(matches!(
+            o,
+            CommitOutcome::Failed {
+                code: KafkaCode::GroupAuthorizationFailed,
+                rejoin: false,
+                ..
+            }
+        ));
         // A rejection wins over a retriable error in the same answer: retrying the rest
         // would not make the commit whole.
         let (_, o) = commit_outcome(&commit_response(&[
@@ -519,17 +557,42 @@ mod tests {
         };
         assert_eq!(offset_fetch_result(&new).unwrap()[&tp("a", 2)], Some((5, None)));
 
+        let failure = |code, topic: Option<&str>| {
+            Err(FetchFailure {
+                code,
+                topic: topic.map(String::from),
+            })
+        };
         let mut err = new.clone();
         err.groups[0].error_code = KafkaCode::NotCoordinator.code();
-        assert_eq!(offset_fetch_result(&err), Err(KafkaCode::NotCoordinator));
-        let mut perr = new;
+        assert_eq!(
+            offset_fetch_result(&err),
+            failure(KafkaCode::NotCoordinator, None)
+        );
+        let mut perr = new.clone();
         perr.groups[0].topics[0].partitions[0].error_code = KafkaCode::UnstableOffsetCommit.code();
-        assert_eq!(offset_fetch_result(&perr), Err(KafkaCode::UnstableOffsetCommit));
+        assert_eq!(
+            offset_fetch_result(&perr),
+            failure(KafkaCode::UnstableOffsetCommit, Some("a"))
+        );
+        // A denied topic is named, so that the error can say which ACL is missing.
+        let mut denied = new.clone();
+        denied.groups[0].topics[0].partitions[0].error_code = KafkaCode::TopicAuthorizationFailed.code();
+        assert_eq!(
+            offset_fetch_result(&denied),
+            failure(KafkaCode::TopicAuthorizationFailed, Some("a"))
+        );
+        let mut group_denied = new;
+        group_denied.groups[0].error_code = KafkaCode::GroupAuthorizationFailed.code();
+        assert_eq!(
+            offset_fetch_result(&group_denied),
+            failure(KafkaCode::GroupAuthorizationFailed, None)
+        );
         let mut top = old;
         top.error_code = KafkaCode::CoordinatorLoadInProgress.code();
         assert_eq!(
             offset_fetch_result(&top),
-            Err(KafkaCode::CoordinatorLoadInProgress)
+            failure(KafkaCode::CoordinatorLoadInProgress, None)
         );
     }
 

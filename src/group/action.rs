@@ -63,7 +63,13 @@ mod tests {
             GroupAction::RejoinWithResetMemberId
         );
         assert_eq!(classify(KafkaCode::FencedInstanceId), GroupAction::Fenced);
+        // Authorization: fatal (never retried); the member stops on a denied group.
         assert_eq!(classify(KafkaCode::GroupAuthorizationFailed), GroupAction::Fatal);
+        assert_eq!(classify(KafkaCode::TopicAuthorizationFailed), GroupAction::Fatal);
+        assert_eq!(
+            classify(KafkaCode::ClusterAuthorizationFailed),
+            GroupAction::Fatal
+        );
         assert_eq!(classify(KafkaCode::InconsistentGroupProtocol), GroupAction::Fatal);
         assert_eq!(classify(KafkaCode::InvalidSessionTimeout), GroupAction::Fatal);
         assert_eq!(classify(KafkaCode::Unknown(-999)), GroupAction::Fatal);

@@ -14,7 +14,8 @@ use super::heartbeat::{Command, Event, HeartbeatHandle};
 use super::leader::{self, LeaderSnapshot, Unchecked};
 use super::metrics::{MemberMetrics, Metrics};
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
-use crate::client::{Broker, Client};
+use crate::authorization::{Resource, Scope};
+use crate::client::{topic_denied, Broker, Client};
 use crate::error::{Error, Result};
 use crate::net::{Connection, Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
 use crate::protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -206,6 +207,7 @@ impl MemberBuilder {
             join_failures: 0,
             last_join_warn: None,
             undelivered: Vec::new(),
+            denied: None,
         })
     }
 }
@@ -225,6 +227,12 @@ impl MemberBuilder {
 /// exactly once; otherwise — partitions added while the old leader ran, say — it rebalances
 /// at once. If the assignment cannot be read for the moment, it tries again at each
 /// [`poll`](Self::poll) (every `retry.backoff.ms`); if it cannot be read at all, it rebalances.
+///
+/// A coordinator that denies the group (`GROUP_AUTHORIZATION_FAILED` from FindCoordinator,
+/// JoinGroup, SyncGroup or a heartbeat) stops the member for good, as fencing does: it enters
+/// [`MemberState::Unauthorized`], its heartbeats stop, and every later call returns the
+/// [`Error::Authorization`]. A leader that may not describe a subscribed topic returns that
+/// error from the join instead of assigning the other topics, and joins again at the next call.
 ///
 /// ```no_run
 /// use kafka_group::group::GroupEvent;
@@ -283,6 +291,9 @@ pub struct GroupMember {
     last_join_warn: Option<Instant>,
     /// Events of a join that returned an error, delivered by the next call.
     undelivered: Vec<GroupEvent>,
+    /// The request the coordinator denied the group on (`MemberState::Unauthorized`), with
+    /// the code and the broker's message, to return from every later call.
+    denied: Option<(ApiKey, KafkaCode, Option<String>)>,
 }
 
 /// Where a join stands between calls. A JoinGroup may be held by the coordinator for a whole
@@ -415,6 +426,7 @@ impl GroupMember {
     fn check_usable(&self) -> Result<()> {
         match self.state.state() {
             MemberState::Fenced => Err(self.fenced_error()),
+            MemberState::Unauthorized => Err(self.denied_error()),
             MemberState::Closed => Err(Error::Closed),
             _ => Ok(()),
         }
@@ -444,6 +456,43 @@ impl GroupMember {
         self.fenced_error()
     }
 
+    fn denied_error(&self) -> Error {
+        let (api, code, message) =
+            self.denied
+                .clone()
+                .unwrap_or((ApiKey::JoinGroup, KafkaCode::GroupAuthorizationFailed, None));
+        Error::Authorization {
+            api,
+            code,
+            resource: Resource::Group(self.config.group_id.clone()),
+            message,
+        }
+    }
+
+    /// Stops the member for good if `e` says the principal may not use the group (as for
+    /// fencing: heartbeats stop, the assignment is dropped, every later call returns the
+    /// error; only an ACL can fix it, and retrying would just hammer the coordinator); returns
+    /// `e` either way.
+    fn stop_if_denied(&mut self, e: Error) -> Error {
+        let Error::Authorization {
+            api,
+            code,
+            resource: Resource::Group(_),
+            message,
+        } = &e
+        else {
+            return e;
+        };
+        self.denied = Some((*api, *code, message.clone()));
+        self.transition(Transition::Denied);
+        self.heartbeat.send(Command::Pause);
+        self.assignment = Assignment::default();
+        self.abandon_join();
+        self.conn = None;
+        log::error!("{}: {e}; stopping without rejoining", self.ctx());
+        e
+    }
+
     /// Joins the group (or rejoins it when a rebalance is pending) and returns what changed.
     /// Blocks until the member has an assignment, a fatal error occurs, or `timeout` passes.
     ///
@@ -468,7 +517,7 @@ impl GroupMember {
             }
             Err(e) => {
                 self.undelivered = events;
-                Err(e)
+                Err(self.stop_if_denied(e))
             }
         }
     }
@@ -601,7 +650,7 @@ impl GroupMember {
                         }
                     };
                     let code = KafkaCode::from_code(sync.error_code);
-                    if !self.handle_group_code(code, "SyncGroup", deadline)? {
+                    if !self.handle_group_code(code, ApiKey::SyncGroup, deadline)? {
                         continue;
                     }
                     let sync_time = sent.elapsed();
@@ -652,7 +701,7 @@ impl GroupMember {
             self.metrics.member_id_required();
             return Ok(None);
         }
-        if !self.handle_group_code(code, "JoinGroup", deadline)? {
+        if !self.handle_group_code(code, ApiKey::JoinGroup, deadline)? {
             return Ok(None);
         }
         let join_time = started.elapsed();
@@ -780,7 +829,9 @@ impl GroupMember {
                 )),
             });
         }
-        self.ensure_connected(deadline)?;
+        if let Err(e) = self.ensure_connected(deadline) {
+            return Err(self.stop_if_denied(e));
+        }
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(R::API_KEY)?;
         let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
@@ -821,7 +872,7 @@ impl GroupMember {
                 self.begin_join(&mut events);
                 if let Err(e) = self.drive_join(deadline, &mut events) {
                     self.undelivered = events;
-                    return Err(e);
+                    return Err(self.stop_if_denied(e));
                 }
                 return Ok(events);
             }
@@ -902,11 +953,8 @@ impl GroupMember {
             }
             Event::Fenced { generation } if self.state.is_current(generation) => return Err(self.fence()),
             Event::Fatal { generation, code } if self.state.is_current(generation) => {
-                return Err(Error::Group {
-                    group: self.config.group_id.clone(),
-                    code,
-                    during: "Heartbeat",
-                })
+                let e = self.group_error(ApiKey::Heartbeat, code);
+                return Err(self.stop_if_denied(e));
             }
             Event::Refused { generation, error } if self.state.is_current(generation) => {
                 return Err(*error);
@@ -917,12 +965,8 @@ impl GroupMember {
     }
 
     /// Returns `Ok(true)` to go on, `Ok(false)` to retry the join from the start, or the error.
-    fn handle_group_code(
-        &mut self,
-        code: KafkaCode,
-        during: &'static str,
-        deadline: Instant,
-    ) -> Result<bool> {
+    fn handle_group_code(&mut self, code: KafkaCode, api: ApiKey, deadline: Instant) -> Result<bool> {
+        let during = api.name();
         match classify(code) {
             GroupAction::Proceed => Ok(true),
             GroupAction::Retry | GroupAction::Rejoin => {
@@ -952,11 +996,21 @@ impl GroupMember {
                 Ok(false)
             }
             GroupAction::Fenced => Err(self.fence()),
-            GroupAction::Fatal => Err(Error::Group {
-                group: self.config.group_id.clone(),
+            GroupAction::Fatal => Err(self.group_error(api, code)),
+        }
+    }
+
+    /// A fatal group code as an error: [`Error::Authorization`] for the group when the
+    /// coordinator denied it, [`Error::Group`] otherwise.
+    fn group_error(&self, api: ApiKey, code: KafkaCode) -> Error {
+        let group = &self.config.group_id;
+        match Error::from_code(api, code, Scope::group(group), None) {
+            e @ Error::Authorization { .. } => e,
+            _ => Error::Group {
+                group: group.clone(),
                 code,
-                during,
-            }),
+                during: api.name(),
+            },
         }
     }
 
@@ -1233,6 +1287,11 @@ impl GroupMember {
             return Ok(BTreeMap::new());
         }
         let meta = self.client.refresh_metadata(Some(&topics))?;
+        // A subscribed topic the principal may not describe has no partitions to assign;
+        // leaving it out silently would have the consumer wait for records forever.
+        if let Some(e) = topics.iter().find_map(|t| topic_denied(&meta, t)) {
+            return Err(e);
+        }
         Ok(topics
             .iter()
             .filter_map(|t| meta.topics.get(*t))
@@ -1447,11 +1506,8 @@ impl GroupMember {
         for c in [code, member_code] {
             // The coordinator already forgetting us is what leaving wants anyway.
             if c.is_error() && c != KafkaCode::UnknownMemberId {
-                return Err(Error::Kafka {
-                    api: ApiKey::LeaveGroup,
-                    code: c,
-                    message: None,
-                });
+                let group = &self.config.group_id;
+                return Err(Error::from_code(ApiKey::LeaveGroup, c, Scope::group(group), None));
             }
         }
         log::info!("{}: left the group", self.ctx());

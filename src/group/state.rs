@@ -5,6 +5,7 @@
 //!      ▲                 ▲  │                        │                          │
 //!      │                 └──┴──── rejoin ◀───────────┴──────────────────────────┘
 //!      └──── (any) ──close──▶ Closed          (any) ──FENCED_INSTANCE_ID──▶ Fenced
+//!                                              (any) ──GROUP_AUTHORIZATION_FAILED──▶ Unauthorized
 //! ```
 
 use std::fmt;
@@ -23,6 +24,9 @@ pub enum MemberState {
     Stable,
     /// Another process took over our `group.instance.id`; terminal.
     Fenced,
+    /// The coordinator denied the group (`GROUP_AUTHORIZATION_FAILED`: the principal has no
+    /// ACL for it); terminal, like [`Fenced`](Self::Fenced), since retrying cannot add the ACL.
+    Unauthorized,
     /// Closed by the application; terminal.
     Closed,
 }
@@ -35,6 +39,7 @@ impl fmt::Display for MemberState {
             MemberState::AwaitingSync => "awaiting-sync",
             MemberState::Stable => "stable",
             MemberState::Fenced => "fenced",
+            MemberState::Unauthorized => "unauthorized",
             MemberState::Closed => "closed",
         })
     }
@@ -67,6 +72,8 @@ pub enum Transition {
     },
     /// Fenced by another member with our instance id.
     Fenced,
+    /// The coordinator denied the group (`GROUP_AUTHORIZATION_FAILED`).
+    Denied,
     /// Left the group (LeaveGroup sent, or static member closed).
     Left,
     /// Closed by the application.
@@ -138,9 +145,10 @@ impl GroupState {
     pub fn apply(&mut self, t: Transition) -> Result<(), InvalidTransition> {
         use MemberState as S;
         let next = match (&t, self.state) {
-            (_, S::Fenced | S::Closed) if t != Transition::Closed => None,
+            (_, S::Fenced | S::Unauthorized | S::Closed) if t != Transition::Closed => None,
             (Transition::Closed, _) => Some(S::Closed),
             (Transition::Fenced, _) => Some(S::Fenced),
+            (Transition::Denied, _) => Some(S::Unauthorized),
             (Transition::JoinSent, S::Unjoined | S::Joining | S::AwaitingSync | S::Stable) => {
                 Some(S::Joining)
             }
@@ -259,6 +267,22 @@ mod tests {
         s.apply(Transition::Closed).unwrap();
         assert_eq!(s.state(), MemberState::Closed);
         assert!(s.apply(Transition::JoinSent).is_err());
+    }
+
+    #[test]
+    fn a_denied_group_is_terminal() {
+        let mut s = GroupState::default();
+        s.apply(Transition::JoinSent).unwrap();
+        s.apply(Transition::Denied).unwrap();
+        assert_eq!(s.state(), MemberState::Unauthorized);
+        assert!(s.apply(Transition::JoinSent).is_err());
+        assert!(s.apply(Transition::Fenced).is_err());
+        s.apply(Transition::Closed).unwrap();
+        assert_eq!(s.state(), MemberState::Closed);
+        // Denied before any join (the coordinator lookup is the first request).
+        let mut s = GroupState::default();
+        s.apply(Transition::Denied).unwrap();
+        assert_eq!(s.state(), MemberState::Unauthorized);
     }
 
     #[test]

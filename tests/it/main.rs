@@ -2,6 +2,7 @@
 //! that all tests share one broker start-up.
 
 mod admin_tests;
+mod authorization_tests;
 mod bounded_tests;
 // The binary exists only with the `cli` feature (on by default).
 mod chaos_tests;

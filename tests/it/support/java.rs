@@ -111,6 +111,34 @@ impl Java {
     }
 }
 
+/// Runs `source`, a Java program of one class named `class`, in source-file mode (JDK 11+) with
+/// the jars of `version` (the broker's) on the classpath, and waits for it; panics with its
+/// output if it fails. For one-off admin steps the crate's API has no call for (ACLs).
+pub fn run_source(version: &str, class: &str, source: &str, args: &[&str]) {
+    let version = super::broker::resolve_version(version);
+    let libs = kafka_cache().join(&version).join("libs");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/interop-java")
+        .join(format!(".run-{class}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{class}.java"));
+    std::fs::write(&file, source).unwrap();
+    let out = Command::new("java")
+        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}/*", libs.display()))
+        .arg(&file)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run java: {e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "java {class}.java {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Where `scripts/kafka` keeps releases.
 fn kafka_cache() -> PathBuf {
     match std::env::var_os("KAFKA_CACHE") {

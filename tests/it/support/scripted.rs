@@ -34,6 +34,8 @@ pub struct Scripted {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     handle: Option<JoinHandle<()>>,
+    /// Set for [`Scripted::start_many`]'s accept loop, which runs until told to stop.
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Scripted {
@@ -99,6 +101,58 @@ impl Scripted {
             addr,
             seen,
             handle: Some(handle),
+            stop: None,
+        }
+    }
+
+    /// Serves every connection, each on a thread of its own, through one script that is also
+    /// given the fake broker's address (to advertise itself in Metadata): for clients that
+    /// open a connection per broker besides the bootstrap one.
+    pub fn start_many(script: impl FnMut(&Seen, SocketAddr) -> Reply + Send + 'static) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        let script = Arc::new(Mutex::new(script));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let handle = std::thread::spawn(move || {
+            for s in listener.incoming() {
+                if stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(mut s) = s else { return };
+                let (seen, script) = (seen2.clone(), script.clone());
+                // Ends with its connection; not joined (a client may keep it open).
+                std::thread::spawn(move || loop {
+                    let Some(req) = read_request(&mut s) else { return };
+                    seen.lock().unwrap().push(req.clone());
+                    let reply = (script.lock().unwrap())(&req, addr);
+                    match reply {
+                        Reply::Frame(body) => {
+                            let mut out = (body.len() as i32).to_be_bytes().to_vec();
+                            out.extend(body);
+                            if s.write_all(&out).and_then(|()| s.flush()).is_err() {
+                                return;
+                            }
+                        }
+                        Reply::Raw(bytes) => {
+                            let _ = s.write_all(&bytes).and_then(|()| s.flush());
+                        }
+                        Reply::RawThenClose(bytes) => {
+                            let _ = s.write_all(&bytes).and_then(|()| s.flush());
+                            return;
+                        }
+                        Reply::Close => return,
+                    }
+                });
+            }
+        });
+        Scripted {
+            addr,
+            seen,
+            handle: Some(handle),
+            stop: Some(stop),
         }
     }
 
@@ -115,6 +169,9 @@ impl Scripted {
 
 impl Drop for Scripted {
     fn drop(&mut self) {
+        if let Some(stop) = &self.stop {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         // Unblock a pending accept so the thread ends.
         let _ = TcpStream::connect(self.addr);
         if let Some(h) = self.handle.take() {

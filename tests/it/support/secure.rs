@@ -4,7 +4,8 @@
 //! certificate. The test CA and certificates are made by the script for each run, in
 //! `<run dir>/tls`; nothing secret is committed. `StandardAuthorizer` is on: admin, the MTLS
 //! client (`CN=client`) and ANONYMOUS (PLAINTEXT, SSL) are super users; bob may only use topics
-//! and groups whose names start with [`BOB_PREFIX`].
+//! and groups whose names start with [`BOB_PREFIX`], and describe those starting with
+//! [`PEEK_PREFIX`].
 //!
 //! Like [`super::broker::shared`], the broker is watchdog-owned by this process.
 
@@ -17,6 +18,10 @@ use std::sync::OnceLock;
 
 /// The prefix of the topics and groups bob's ACLs allow (ALL operations, PREFIXED pattern).
 pub const BOB_PREFIX: &str = "bob-";
+
+/// The prefix of the topics and groups bob may only DESCRIBE (PREFIXED): he sees their
+/// metadata and their coordinator, and is denied reading, writing, joining and committing.
+pub const PEEK_PREFIX: &str = "peek-";
 
 /// A user name and its password, valid for PLAIN and both SCRAM mechanisms.
 #[derive(Debug, Clone, Copy)]
