@@ -208,6 +208,7 @@ impl MemberBuilder {
             last_join_warn: None,
             undelivered: Vec::new(),
             denied: None,
+            heartbeats_refused: false,
         })
     }
 }
@@ -294,6 +295,8 @@ pub struct GroupMember {
     /// The request the coordinator denied the group on (`MemberState::Unauthorized`), with
     /// the code and the broker's message, to return from every later call.
     denied: Option<(ApiKey, KafkaCode, Option<String>)>,
+    /// The heartbeat thread stopped on a refused connection; the next poll restarts it.
+    heartbeats_refused: bool,
 }
 
 /// Where a join stands between calls. A JoinGroup may be held by the coordinator for a whole
@@ -853,6 +856,7 @@ impl GroupMember {
     /// member stays usable and keeps trying on the next call.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
+        self.resume_refused_heartbeats();
         let mut events = std::mem::take(&mut self.undelivered);
         let deadline = crate::deadline::after(timeout);
         loop {
@@ -883,6 +887,31 @@ impl GroupMember {
                 Ok(e) => self.on_event(e, &mut events)?,
                 Err(_) => return Ok(events),
             }
+        }
+    }
+
+    /// The heartbeat thread stopped because the coordinator refused its connection (credentials,
+    /// certificates: [`Event::Refused`]); that can be fixed outside the process, so each poll
+    /// after the error restarts it for the current generation, one connection attempt at its
+    /// next heartbeat. If the session is still alive then, the member stays in its group with
+    /// no rebalance; if not, the session check rejoins.
+    fn resume_refused_heartbeats(&mut self) {
+        if !std::mem::take(&mut self.heartbeats_refused) {
+            return;
+        }
+        let (Some(generation), Some(coordinator)) =
+            (self.state.generation().cloned(), self.coordinator.clone())
+        else {
+            return;
+        };
+        let stable = self.state.state() == MemberState::Stable;
+        self.heartbeat.send(Command::Start {
+            generation: generation.clone(),
+            coordinator,
+            instance_id: self.instance_id_to_send(),
+        });
+        if stable {
+            self.heartbeat.send(Command::Stable(generation.id));
         }
     }
 
@@ -957,6 +986,7 @@ impl GroupMember {
                 return Err(self.stop_if_denied(e));
             }
             Event::Refused { generation, error } if self.state.is_current(generation) => {
+                self.heartbeats_refused = true;
                 return Err(*error);
             }
             stale => log::debug!("{}: ignoring {stale:?} from an older generation", self.ctx()),

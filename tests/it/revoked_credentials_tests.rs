@@ -1,7 +1,8 @@
 //! Credentials withdrawn while a static member runs, on a real broker with
 //! `connections.max.reauth.ms`: the next KIP-368 re-authentication fails, and the member reports
 //! one clear `Error::Authentication` instead of reconnecting in a loop; its heartbeat thread
-//! stops, as it does when fenced.
+//! stops. Unlike fencing this is not terminal: once the credential is back, polling brings the
+//! member into its group again.
 
 use crate::support::secure::{self, ADMIN};
 use crate::support::{create_topic, unique_name};
@@ -11,24 +12,18 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// Deletes `user`'s SCRAM-SHA-512 credential with AlterUserScramCredentials v0 (API 51), sent
-/// as bytes over the PLAINTEXT listener, whose ANONYMOUS principal is a super user. The crate
-/// has no admin call for SCRAM credentials, and the JDK tools' jar is not in the broker's
-/// classpath, so the request is written out here: header v2, then a flexible body.
-fn delete_scram_512(plaintext: SocketAddr, user: &str) {
+/// Sends AlterUserScramCredentials v0 (API 51) with `body` (its flexible body after the
+/// header) over the PLAINTEXT listener, whose ANONYMOUS principal is a super user, and checks
+/// that `user`'s result has no error. The crate has no admin call for SCRAM credentials, and the
+/// broker's classpath has no `kafka-configs` tool, so the request is written out here.
+fn alter_scram(plaintext: SocketAddr, user: &str, body: &[u8]) {
     let mut frame = Vec::new();
     frame.extend_from_slice(&51i16.to_be_bytes()); // api key
     frame.extend_from_slice(&0i16.to_be_bytes()); // version
     frame.extend_from_slice(&7i32.to_be_bytes()); // correlation id
     frame.extend_from_slice(&(-1i16).to_be_bytes()); // client id: null
     frame.push(0); // header tags
-    frame.push(2); // deletions: compact array of 1
-    frame.push(user.len() as u8 + 1); // compact string
-    frame.extend_from_slice(user.as_bytes());
-    frame.push(2); // mechanism: SCRAM-SHA-512
-    frame.push(0); // deletion tags
-    frame.push(1); // upsertions: empty compact array
-    frame.push(0); // body tags
+    frame.extend_from_slice(body);
     let mut s = TcpStream::connect(plaintext).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.write_all(&(frame.len() as i32).to_be_bytes()).unwrap();
@@ -49,8 +44,42 @@ fn delete_scram_512(plaintext: SocketAddr, user: &str) {
     );
 }
 
+/// A compact string or bytes field: length + 1 as one varint byte (short values only).
+fn compact(out: &mut Vec<u8>, bytes: &[u8]) {
+    assert!(bytes.len() < 127);
+    out.push(bytes.len() as u8 + 1);
+    out.extend_from_slice(bytes);
+}
+
+const SCRAM_SHA_512: u8 = 2;
+
+/// Deletes `user`'s SCRAM-SHA-512 credential.
+fn delete_scram_512(plaintext: SocketAddr, user: &str) {
+    let mut body = vec![2]; // deletions: compact array of 1
+    compact(&mut body, user.as_bytes());
+    body.extend_from_slice(&[SCRAM_SHA_512, 0]); // mechanism, tags
+    body.extend_from_slice(&[1, 0]); // no upsertions, body tags
+    alter_scram(plaintext, user, &body);
+}
+
+/// Sets `user`'s SCRAM-SHA-512 password: the client computes the salted password (RFC 5802 Hi:
+/// PBKDF2-HMAC-SHA-512), as `kafka-configs --add-config` does.
+fn upsert_scram_512(plaintext: SocketAddr, user: &str, password: &str) {
+    let (salt, iterations) = (b"revoked-test-salt", 4096u32);
+    let mut salted = [0u8; 64];
+    pbkdf2::pbkdf2_hmac::<sha2::Sha512>(password.as_bytes(), salt, iterations, &mut salted);
+    let mut body = vec![1, 2]; // no deletions; upsertions: compact array of 1
+    compact(&mut body, user.as_bytes());
+    body.push(SCRAM_SHA_512);
+    body.extend_from_slice(&(iterations as i32).to_be_bytes());
+    compact(&mut body, salt);
+    compact(&mut body, &salted);
+    body.extend_from_slice(&[0, 0]); // upsertion tags, body tags
+    alter_scram(plaintext, user, &body);
+}
+
 #[test]
-fn a_credential_deleted_under_a_running_member_ends_it_with_one_authentication_error() {
+fn a_credential_deleted_under_a_running_member_is_one_clear_error_until_it_is_back() {
     let reauth = Duration::from_secs(3);
     let b = secure::reauth(reauth.as_millis() as u64);
     let client = Client::builder()
@@ -71,7 +100,8 @@ fn a_credential_deleted_under_a_running_member_ends_it_with_one_authentication_e
         .group_instance_id("r1")
         .subscribe([topic.as_str()])
         .auto_offset_reset(OffsetReset::Earliest)
-        .session_timeout(Duration::from_secs(10))
+        // Long enough that the password comes back within the session: no rebalance then.
+        .session_timeout(Duration::from_secs(45))
         .build()
         .unwrap();
     // Joined, heartbeating, and past one re-authentication with the credential still there.
@@ -80,6 +110,7 @@ fn a_credential_deleted_under_a_running_member_ends_it_with_one_authentication_e
         c.poll(Duration::from_millis(300)).unwrap();
     }
     assert!(c.member().metrics().heartbeats > 0);
+    let generation = c.member().generation().cloned().unwrap();
 
     delete_scram_512(b.plaintext, ADMIN.name);
     let deleted = Instant::now();
@@ -117,5 +148,31 @@ fn a_credential_deleted_under_a_running_member_ends_it_with_one_authentication_e
         (after.heartbeats, after.heartbeat_failures),
         "heartbeats went on"
     );
-    let _ = c.close();
+
+    // Not terminal: once the broker knows the password again, the next poll restarts the
+    // heartbeats, and the member is still in its group, heartbeating.
+    upsert_scram_512(b.plaintext, ADMIN.name, ADMIN.password);
+    let restored = Instant::now();
+    loop {
+        assert!(
+            restored.elapsed() < Duration::from_secs(60),
+            "no recovery in {:?}",
+            restored.elapsed()
+        );
+        if c.poll(Duration::from_millis(500)).is_ok() && !c.assignment().is_empty() {
+            let beats = c.member().metrics().heartbeats;
+            std::thread::sleep(Duration::from_secs(2));
+            if c.member().metrics().heartbeats > beats {
+                break;
+            }
+        }
+    }
+    eprintln!(
+        "member back in its group {:?} after the password was restored",
+        restored.elapsed()
+    );
+    // Within the session: the same generation, no rebalance, nothing lost.
+    assert_eq!(c.member().generation(), Some(&generation));
+    assert_eq!(c.member().metrics().rebalances, 0);
+    c.close().unwrap();
 }
