@@ -22,6 +22,7 @@ mod proxy_tests;
 mod records_tests;
 mod sasl_tests;
 mod secure_broker_tests;
+mod secure_interop_tests;
 mod secure_tests;
 mod support;
 mod tls_tests;
