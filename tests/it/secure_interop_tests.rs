@@ -17,12 +17,15 @@ use std::time::{Duration, Instant};
 const PARTITIONS: i32 = 2;
 const PER_PARTITION: usize = 5;
 
+/// Client properties, name and value.
+type Props = Vec<(&'static str, String)>;
+
 /// One secure listener and how each foreign client is configured for it.
 struct Case {
     name: &'static str,
     addr: SocketAddr,
-    librdkafka: Vec<(&'static str, String)>,
-    java: Vec<(&'static str, String)>,
+    librdkafka: Props,
+    java: Props,
 }
 
 fn path(p: &std::path::Path) -> String {
@@ -70,7 +73,7 @@ fn cases(b: &SecureBroker) -> Vec<Case> {
         ];
         (rd, java)
     };
-    let sasl_ssl = |(rd, java): (Vec<(&'static str, String)>, Vec<(&'static str, String)>)| {
+    let sasl_ssl = |(rd, java): (Props, Props)| {
         (
             [rd_tls("sasl_ssl"), rd].concat(),
             [java_tls("SASL_SSL"), java].concat(),
