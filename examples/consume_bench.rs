@@ -16,7 +16,7 @@ mod support;
 use bytes::Bytes;
 use kafka_group::producer::{Acks, ProducerRecord};
 use kafka_group::records::Compression;
-use kafka_group::{Client, OffsetReset};
+use kafka_group::Client;
 use std::time::{Duration, Instant};
 use support::BoxError;
 
@@ -38,7 +38,7 @@ fn main() -> Result<(), BoxError> {
         let topic = support::create_topic(&client, &format!("consume-bench-{name}"), PARTITIONS)?;
         let produced = produce(&client, &topic, &values, compression)?;
         report(&format!("{name:<5} produce"), produced, records, bytes);
-        let (consumed, polls) = consume(&client, &topic, records)?;
+        let (consumed, polls) = support::consume_all(&client, &topic, records)?;
         report(&format!("{name:<5} consume"), consumed, records, bytes);
         println!("      ({polls} polls)");
     }
@@ -76,32 +76,4 @@ fn produce(
     let elapsed = started.elapsed();
     producer.close()?;
     Ok(elapsed)
-}
-
-/// Consumes `records` records; the time from the poll after the join to the last record, and
-/// the number of polls. Records the joining poll already returned are not in the figure, so
-/// the time is scaled to all of them from the rest.
-fn consume(client: &Client, topic: &str, records: usize) -> Result<(Duration, usize), BoxError> {
-    let mut consumer = client
-        .consumer(&support::unique_name("consume-bench"))
-        .subscribe([topic])
-        .auto_offset_reset(OffsetReset::Earliest)
-        .enable_auto_commit(false)
-        .build()?;
-    // Join first, so that the figure is the fetch path alone.
-    let mut joined = 0;
-    while consumer.assignment().is_empty() {
-        joined += consumer.poll(Duration::from_millis(10))?.len();
-    }
-    let started = Instant::now();
-    let mut got = joined;
-    let mut polls = 0;
-    while got < records {
-        got += consumer.poll(Duration::from_secs(1))?.len();
-        polls += 1;
-    }
-    let elapsed = started.elapsed();
-    consumer.close()?;
-    let timed = (records - joined).max(1);
-    Ok((elapsed.mul_f64(records as f64 / timed as f64), polls))
 }

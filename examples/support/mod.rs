@@ -3,9 +3,11 @@
 // Each example uses the helpers it needs; the ones it does not are not dead code.
 #![allow(dead_code)]
 
-use kafka_group::{Admin, Client, NewTopic};
+use kafka_group::{Admin, Client, NewTopic, OffsetReset};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Any error an example reports.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -63,6 +65,74 @@ impl Drop for LocalKafka {
     }
 }
 
+/// A broker with secure listeners (`scripts/kafka start --security`): the one whose run directory
+/// `KAFKA_SECURE_DIR` names, or a single node started in `target/kafka-run/<name>` (with the
+/// JVM's full JIT unless `KAFKA_JVM_OPTS` says otherwise) and stopped when this is dropped. Its users are `admin`, `alice` and `bob`, each with password
+/// `<name>-secret`, for PLAIN and both SCRAM mechanisms.
+pub struct SecureKafka {
+    /// Listener name (`PLAINTEXT`, `SSL`, `SASL_SSL`, `SASL_PLAINTEXT`, …) to `host:port`.
+    pub listeners: HashMap<String, String>,
+    /// The test CA's certificate (PEM), for `ssl.ca.location`.
+    pub ca: PathBuf,
+    started: Option<String>,
+}
+
+impl SecureKafka {
+    /// Uses `KAFKA_SECURE_DIR` or starts a broker in `target/kafka-run/<name>`.
+    pub fn get(name: &str) -> Result<SecureKafka, BoxError> {
+        let (dir, started) = match std::env::var("KAFKA_SECURE_DIR") {
+            Ok(dir) => (dir, None),
+            Err(_) => {
+                let dir = format!("{}/target/kafka-run/{name}", env!("CARGO_MANIFEST_DIR"));
+                // scripts/kafka's brokers stop at C1 (-XX:TieredStopAtLevel=1) to start quickly
+                // in tests; that leaves the JDK's TLS crypto without C2's intrinsics, which
+                // slowed a TLS handshake and consuming over TLS about 1.5-3× on this machine.
+                // A benchmark of TLS wants the broker as it runs in production: the full JIT.
+                let jvm =
+                    std::env::var("KAFKA_JVM_OPTS").unwrap_or_else(|_| "-XX:TieredStopAtLevel=4".into());
+                let status = Command::new(SCRIPT)
+                    .env("KAFKA_JVM_OPTS", jvm)
+                    .args(["start", "--security", "--dir", &dir])
+                    .args(["--owner-pid", &std::process::id().to_string()])
+                    .stdout(std::process::Stdio::null())
+                    .status()?;
+                if !status.success() {
+                    return Err("scripts/kafka start --security failed (see above)".into());
+                }
+                (dir.clone(), Some(dir))
+            }
+        };
+        let file = format!("{dir}/listeners");
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+        let listeners = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Ok(SecureKafka {
+            listeners,
+            ca: PathBuf::from(format!("{dir}/tls/ca.pem")),
+            started,
+        })
+    }
+
+    /// The address of listener `name`.
+    pub fn listener(&self, name: &str) -> Result<&str, BoxError> {
+        Ok(self
+            .listeners
+            .get(name)
+            .ok_or_else(|| format!("no {name} listener"))?)
+    }
+}
+
+impl Drop for SecureKafka {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.started {
+            let _ = Command::new(SCRIPT).args(["stop", "--dir", dir]).status();
+        }
+    }
+}
+
 /// A client of the broker at `bootstrap`, named `client_id`.
 pub fn client(bootstrap: &str, client_id: &str) -> Result<Client, BoxError> {
     Ok(Client::builder()
@@ -93,6 +163,35 @@ pub fn unique_name(prefix: &str) -> String {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// Consumes `records` records of `topic` with a new consumer in a fresh group
+/// (`auto.offset.reset=earliest`, default fetch settings); the time from the poll after the join
+/// to the last record, and the number of polls. Records the joining poll already returned are
+/// not in the figure, so the time is scaled to all of them from the rest.
+pub fn consume_all(client: &Client, topic: &str, records: usize) -> Result<(Duration, usize), BoxError> {
+    let mut consumer = client
+        .consumer(&unique_name("consume-bench"))
+        .subscribe([topic])
+        .auto_offset_reset(OffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .build()?;
+    // Join first, so that the figure is the fetch path alone.
+    let mut joined = 0;
+    while consumer.assignment().is_empty() {
+        joined += consumer.poll(Duration::from_millis(10))?.len();
+    }
+    let started = Instant::now();
+    let mut got = joined;
+    let mut polls = 0;
+    while got < records {
+        got += consumer.poll(Duration::from_secs(1))?.len();
+        polls += 1;
+    }
+    let elapsed = started.elapsed();
+    consumer.close()?;
+    let timed = (records - joined).max(1);
+    Ok((elapsed.mul_f64(records as f64 / timed as f64), polls))
 }
 
 /// The `p` quantile (0..=1) of `sorted`, which must not be empty.

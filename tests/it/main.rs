@@ -25,6 +25,7 @@ mod records_tests;
 mod revoked_credentials_tests;
 mod sasl_tests;
 mod secure_broker_tests;
+mod secure_interop_tests;
 mod secure_tests;
 mod support;
 mod tls_tests;

@@ -13,7 +13,13 @@
 //       joins GROUP with the range assignor (static if GROUP_INSTANCE_ID is given) and runs until
 //       killed, printing "# assigned generation=G leader=L partitions=0,1" after each rebalance
 //       and "<partition> <offset> <value>" for each record.
+//
+// Either command may be preceded by --config FILE: a Java properties file whose entries (security
+// settings: security.protocol, ssl.*, sasl.*) are added to the client's configuration.
 
+import java.io.FileReader;
+import java.io.IOException;
+import java.io.Reader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -38,7 +44,19 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public final class InteropClient {
+    /** The entries of the --config file, if one was given; added to every client's properties. */
+    static final Properties EXTRA = new Properties();
+
     public static void main(String[] args) throws Exception {
+        if (args.length > 1 && args[0].equals("--config")) {
+            try (Reader r = new FileReader(args[1], StandardCharsets.UTF_8)) {
+                EXTRA.load(r);
+            } catch (IOException e) {
+                System.err.println("--config " + args[1] + ": " + e);
+                System.exit(2);
+            }
+            args = java.util.Arrays.copyOfRange(args, 2, args.length);
+        }
         switch (args.length > 0 ? args[0] : "") {
             case "produce":
                 produce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
@@ -48,7 +66,7 @@ public final class InteropClient {
                 consume(args[1], args[2], args[3], args[4], args.length > 5 ? args[5] : null);
                 break;
             default:
-                System.err.println("usage: InteropClient produce|consume ...");
+                System.err.println("usage: InteropClient [--config FILE] produce|consume ...");
                 System.exit(2);
         }
     }
@@ -65,6 +83,7 @@ public final class InteropClient {
             // Many records per batch, so that the compressed batches hold more than one.
             p.put(ProducerConfig.LINGER_MS_CONFIG, "50");
         }
+        p.putAll(EXTRA);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (int partition = 0; partition < partitions; partition++) {
@@ -122,6 +141,7 @@ public final class InteropClient {
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.putAll(EXTRA);
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
         consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
             @Override

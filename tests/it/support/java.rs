@@ -7,6 +7,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -18,6 +19,8 @@ const CLASS: &str = "InteropClient";
 pub struct Java {
     version: String,
     classpath: String,
+    /// A properties file `InteropClient --config` adds to each client's configuration.
+    config: Option<PathBuf>,
 }
 
 impl Java {
@@ -33,6 +36,29 @@ impl Java {
         Java {
             classpath: format!("{}/*:{}", libs.display(), classes.display()),
             version,
+            config: None,
+        }
+    }
+
+    /// The same client with `props` (Java client properties: `security.protocol`, `ssl.*`,
+    /// `sasl.*`) added to every producer and consumer it runs. They go through a properties
+    /// file in `target/interop-java/config`, written here.
+    pub fn with_config(&self, props: &[(&str, String)]) -> Java {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop-java/config");
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let file = dir.join(format!("{}-{n}.properties", std::process::id()));
+        // Properties-file escaping of the values (the keys are plain property names).
+        let escape = |s: &str| s.replace('\\', "\\\\").replace('\n', "\\n");
+        let text: String = props
+            .iter()
+            .map(|(k, v)| format!("{k}={}\n", escape(v)))
+            .collect();
+        std::fs::write(&file, text).unwrap();
+        Java {
+            config: Some(file),
+            ..self.clone()
         }
     }
 
@@ -43,7 +69,7 @@ impl Java {
 
     fn args(&self, rest: &[&str]) -> Vec<String> {
         // A client JVM needs little; C1 only starts it faster.
-        [
+        let mut args: Vec<String> = [
             "-Xmx256m",
             "-XX:TieredStopAtLevel=1",
             "-cp",
@@ -51,9 +77,14 @@ impl Java {
             CLASS,
         ]
         .iter()
-        .chain(rest)
         .map(|s| s.to_string())
-        .collect()
+        .collect();
+        if let Some(config) = &self.config {
+            args.push("--config".into());
+            args.push(config.display().to_string());
+        }
+        args.extend(rest.iter().map(|s| s.to_string()));
+        args
     }
 
     /// Writes `per_partition` records with values `p<partition>-<i>` to each of the first

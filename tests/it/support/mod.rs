@@ -11,6 +11,7 @@ pub mod java;
 pub mod kcat;
 pub mod process;
 pub mod proxy;
+pub mod rdkafka;
 pub mod rng;
 pub mod scripted;
 pub mod secure;

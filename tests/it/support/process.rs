@@ -1,4 +1,4 @@
-//! Other Kafka clients (a Java consumer, kcat) run as child processes by the interoperability
+//! Other Kafka clients (a Java consumer, kcat, librdkafka through Python) run as child processes by the interoperability
 //! tests, with their output collected line by line.
 //!
 //! Lifetime: a [`Process`] is killed and reaped when dropped, so it never outlives its test,
@@ -85,6 +85,22 @@ impl Process {
                 }
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
+        }
+    }
+
+    /// Waits up to `timeout` for it to exit and for its output to be read to the end; its exit
+    /// status, or `None` if it still runs.
+    pub fn finish(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exit_status() {
+                self.wait_for_eof();
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

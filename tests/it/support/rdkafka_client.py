@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""librdkafka, through PyPI's confluent-kafka wheel (librdkafka 2.16 bundled), for the secure
+interop tests (tests/it/secure_interop_tests.rs, driven by support/rdkafka.rs) and for
+examples/secure_bench.rs. Debian's kcat is on librdkafka 2.0.2, whose SCRAM Kafka 4.4 refuses.
+
+Every command takes librdkafka properties as -X key=value (as kcat does), prints one JSON object
+on stdout and exits 0 on success, 1 on failure (the JSON then has "error"), 3 if the wheel is
+missing.
+
+  version
+      {"confluent_kafka": "2.16.1", "librdkafka": "2.16.0"}
+  metadata BOOTSTRAP [--timeout S]
+      connects and asks for metadata: {"brokers": N, "topics": N}; an authentication error ends
+      it at once (librdkafka would otherwise retry until the timeout).
+  produce BOOTSTRAP TOPIC PARTITIONS PER_PARTITION [--timeout S]
+      writes PER_PARTITION records with value "p<partition>-<i>" to each partition explicitly,
+      acks=all, waits for every delivery: {"produced": N}.
+  consume BOOTSTRAP TOPIC GROUP COUNT [--timeout S]
+      joins GROUP (subscribe, range assignor), reads COUNT records from the earliest offset,
+      commits them synchronously and closes: {"records": [[partition, offset, value], ...]}.
+  bench-consume BOOTSTRAP TOPIC GROUP COUNT [--batch B] [--timeout S]
+      as consume, with the batch API consume(num_messages=B), nothing decoded or committed;
+      the clock starts when the first batch is back (the join is not timed) and the time is
+      scaled to COUNT from the records after it, as examples/consume_bench.rs does:
+      {"records": N, "bytes": N, "seconds": S, "first_batch": N}.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+try:
+    import confluent_kafka
+    from confluent_kafka import Consumer, KafkaError, Producer
+except ImportError as e:
+    print(json.dumps({"error": f"confluent-kafka is not installed ({e}): python3 -m pip install confluent-kafka"}))
+    sys.exit(3)
+
+
+class Failed(Exception):
+    """Ends a command with exit status 1 and its message as the JSON "error"."""
+
+
+def config(args, **extra):
+    conf = {"bootstrap.servers": args.bootstrap}
+    for prop in args.X:
+        key, sep, value = prop.partition("=")
+        if not sep:
+            raise Failed(f"-X {prop}: expected key=value")
+        conf[key] = value
+    conf.update(extra)
+    return conf
+
+
+class Errors:
+    """librdkafka's error_cb. Most errors are transient and retried by librdkafka itself; an
+    authentication failure is final for the tests (the same credentials will fail again)."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, err):
+        self.seen.append(str(err))
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) or err.fatal():
+            raise Failed(f"librdkafka: {err}")
+
+
+def deadline_of(args):
+    return time.monotonic() + args.timeout
+
+
+def cmd_version(_args):
+    # version() is a (string, int) pair in older wheels, the string alone in 2.16.
+    wheel = confluent_kafka.version()
+    wheel = wheel[0] if isinstance(wheel, tuple) else wheel
+    return {"confluent_kafka": wheel, "librdkafka": confluent_kafka.libversion()[0]}
+
+
+def cmd_metadata(args):
+    errors = Errors()
+    p = Producer(config(args, error_cb=errors))
+    deadline = deadline_of(args)
+    while True:
+        # poll() serves error_cb (and, for OAUTHBEARER, the token refresh) between attempts.
+        p.poll(0.1)
+        try:
+            md = p.list_topics(timeout=1.0)
+            return {"brokers": len(md.brokers), "topics": len(md.topics)}
+        except confluent_kafka.KafkaException as e:
+            if time.monotonic() > deadline:
+                raise Failed(f"no metadata after {args.timeout}s: {e}; errors: {errors.seen}")
+
+
+def cmd_produce(args):
+    errors = Errors()
+    p = Producer(config(args, error_cb=errors, acks="all"))
+    failed = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failed.append(str(err))
+
+    n = 0
+    for partition in range(args.partitions):
+        for i in range(args.per_partition):
+            p.produce(args.topic, value=f"p{partition}-{i}", partition=partition, on_delivery=delivered)
+            n += 1
+            p.poll(0)
+    left = p.flush(args.timeout)
+    if left or failed:
+        raise Failed(f"{left} records undelivered after {args.timeout}s, {len(failed)} failed: {failed[:3]}")
+    return {"produced": n}
+
+
+def group_consumer(args, errors, **extra):
+    conf = config(
+        args,
+        error_cb=errors,
+        **{
+            "group.id": args.group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": "range",
+        },
+    )
+    conf.update(extra)
+    c = Consumer(conf)
+    c.subscribe([args.topic])
+    return c
+
+
+def cmd_consume(args):
+    errors = Errors()
+    c = group_consumer(args, errors)
+    deadline = deadline_of(args)
+    records = []
+    try:
+        while len(records) < args.count:
+            if time.monotonic() > deadline:
+                raise Failed(f"{len(records)} of {args.count} records after {args.timeout}s; errors: {errors.seen}")
+            for m in c.consume(num_messages=args.count - len(records), timeout=0.5):
+                if m.error() is not None:
+                    raise Failed(f"consume: {m.error()}")
+                records.append([m.partition(), m.offset(), m.value().decode()])
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    return {"records": records}
+
+
+def cmd_bench_consume(args):
+    errors = Errors()
+    c = group_consumer(args, errors)
+    deadline = deadline_of(args)
+    got = nbytes = first = 0
+    started = None
+    try:
+        while got < args.count:
+            if time.monotonic() > deadline:
+                raise Failed(f"{got} of {args.count} records after {args.timeout}s; errors: {errors.seen}")
+            batch = c.consume(num_messages=args.batch, timeout=1.0)
+            for m in batch:
+                if m.error() is not None:
+                    raise Failed(f"consume: {m.error()}")
+                nbytes += len(m.value())
+            got += len(batch)
+            if started is None and batch:
+                started, first = time.monotonic(), got
+        elapsed = time.monotonic() - started
+    finally:
+        c.close()
+    timed = max(got - first, 1)
+    return {"records": got, "bytes": nbytes, "seconds": elapsed * got / timed, "first_batch": first}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def command(name, *positional, timeout=30.0):
+        p = sub.add_parser(name)
+        for arg, kind in positional:
+            p.add_argument(arg, type=kind)
+        p.add_argument("-X", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument("--timeout", type=float, default=timeout)
+        return p
+
+    command("version")
+    command("metadata", ("bootstrap", str), timeout=20.0)
+    command("produce", ("bootstrap", str), ("topic", str), ("partitions", int), ("per_partition", int))
+    command("consume", ("bootstrap", str), ("topic", str), ("group", str), ("count", int), timeout=60.0)
+    bench = command(
+        "bench-consume", ("bootstrap", str), ("topic", str), ("group", str), ("count", int), timeout=300.0
+    )
+    bench.add_argument("--batch", type=int, default=10000)
+    args = ap.parse_args()
+    run = globals()["cmd_" + args.command.replace("-", "_")]
+    try:
+        out, status = run(args), 0
+    except Failed as e:
+        out, status = {"error": str(e)}, 1
+    print(json.dumps(out))
+    sys.stdout.flush()
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()
