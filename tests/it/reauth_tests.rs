@@ -159,7 +159,7 @@ fn static_member_runs(what: &str, client: &Client) -> Outcome {
 /// alone, used every [`HEARTBEAT`], re-authenticates at most a heartbeat after each session of
 /// at most `session` ends.
 fn at_least(elapsed: Duration, session: Duration) -> u64 {
-    (elapsed.as_secs_f64() / (session + HEARTBEAT).as_secs_f64()) as u64 - 1
+    ((elapsed.as_secs_f64() / (session + HEARTBEAT).as_secs_f64()) as u64).saturating_sub(1)
 }
 
 /// The re-authentications a run of `elapsed` may have had at most: each of the member's two
