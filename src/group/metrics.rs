@@ -118,3 +118,20 @@ impl Metrics {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reauthentications_counted_by_connections_outlive_them() {
+        let metrics = Metrics::default();
+        // Two connections in turn (a reconnect replaces the first), each adding its own.
+        for _ in 0..2 {
+            let counter = metrics.reauthentication_counter();
+            counter.fetch_add(3, Ordering::Relaxed);
+            drop(counter);
+        }
+        assert_eq!(metrics.snapshot().reauthentications, 6);
+    }
+}
