@@ -167,9 +167,12 @@ fn at_least(elapsed: Duration, session: Duration) -> u64 {
 
 /// The re-authentications a run of `elapsed` may have had at most: each of the member's two
 /// connections (its own and the heartbeat thread's) re-authenticates no earlier than 85 % into
-/// a session of at least `session`. More would be a connection re-authenticating for nothing.
+/// a session of at least `session`, or 250 ms before its end if that is sooner (never before
+/// half of it). More would be a connection re-authenticating for nothing.
 fn at_most(elapsed: Duration, session: Duration) -> u64 {
-    2 * (elapsed.as_secs_f64() / (session.as_secs_f64() * 0.85)).ceil() as u64
+    let s = session.as_secs_f64();
+    let interval = (s * 0.85).min(s - 0.25).max(s / 2.0);
+    2 * (elapsed.as_secs_f64() / interval).ceil() as u64
 }
 
 fn static_members_keep_their_session_across_reauthentication(version: &str) {
