@@ -325,7 +325,7 @@ impl Worker {
             return;
         }
         a.timer.on_sent(now);
-        let result = Self::heartbeat(&self.client, a, &self.stop);
+        let result = Self::heartbeat(&self.client, &self.metrics, a, &self.stop);
         if self.stop.requested() {
             // Whatever came back belongs to a member that is closing.
             return;
@@ -434,18 +434,24 @@ impl Worker {
         }
     }
 
-    fn heartbeat(client: &Client, a: &mut Active, stop: &Stop) -> crate::Result<KafkaCode> {
+    fn heartbeat(
+        client: &Client,
+        metrics: &Metrics,
+        a: &mut Active,
+        stop: &Stop,
+    ) -> crate::Result<KafkaCode> {
         // Waiting past the session's end for one answer (or a connection) is pointless: by
         // then the broker has given up on us, and the timer must get to report the expiry.
         let session_end = a.timer.session_deadline();
         if a.conn.is_none() {
-            let conn = Connection::connect_watched(
+            let mut conn = Connection::connect_watched(
                 &a.coordinator.addr(),
                 client.connection_config(),
                 session_end,
                 &|socket| stop.watch_socket(socket),
-            );
-            a.conn = Some(conn?);
+            )?;
+            conn.count_reauthentications_in(metrics.reauthentication_counter());
+            a.conn = Some(conn);
         }
         stop.watch(a.conn.as_ref());
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;

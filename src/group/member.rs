@@ -1103,7 +1103,8 @@ impl GroupMember {
             };
             first = false;
             let found = self.client.lookup_coordinator_by(&group, by).and_then(|b| {
-                let c = Connection::connect_by(&b.addr(), &config, by)?;
+                let mut c = Connection::connect_by(&b.addr(), &config, by)?;
+                c.count_reauthentications_in(self.metrics.reauthentication_counter());
                 Ok((b, c))
             });
             match found {

@@ -1,8 +1,9 @@
 //! Per-member figures an operator wants: how long joins take, how often the group rebalances,
-//! how fresh the session is.
+//! how fresh the session is, how often its connections re-authenticated.
 
 use crate::client::lock;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A snapshot of a member's metrics.
@@ -30,6 +31,12 @@ pub struct MemberMetrics {
     /// Joins as a restarted static leader told to keep the current assignment (KIP-814
     /// `skip_assignment`, JoinGroup v9).
     pub skipped_assignments: u64,
+    /// KIP-368 re-authentications of the member's connections to the coordinator (its own,
+    /// which carries joins and commits, and its heartbeat thread's), over the member's life.
+    /// A broker with `connections.max.reauth.ms` set, or an OAUTHBEARER token that expires,
+    /// gives each SASL connection a session lifetime; the connection authenticates again
+    /// before it ends, or the broker would close it. Zero without SASL or without a lifetime.
+    pub reauthentications: u64,
 }
 
 /// Shared between a member and its heartbeat thread.
@@ -39,6 +46,9 @@ pub(crate) struct Metrics {
     /// When a request last proved the session alive: the member's own check that its session
     /// may have expired (the heartbeat thread can be stuck in a request at that moment).
     proven: Mutex<Option<Instant>>,
+    /// Shared with the member's connections, which count their re-authentications into it
+    /// themselves: a connection is replaced on reconnect, the count must outlive it.
+    reauthentications: Arc<AtomicU64>,
 }
 
 impl Metrics {
@@ -94,10 +104,34 @@ impl Metrics {
         self.with(|m, _| m.heartbeat_failures += 1);
     }
 
+    /// The counter each of the member's connections adds its re-authentications to
+    /// ([`Connection::count_reauthentications_in`](crate::net::Connection::count_reauthentications_in)).
+    pub(crate) fn reauthentication_counter(&self) -> Arc<AtomicU64> {
+        self.reauthentications.clone()
+    }
+
     pub(crate) fn snapshot(&self) -> MemberMetrics {
         self.with(|m, last| MemberMetrics {
             last_heartbeat_age: last.map(|t| t.elapsed()),
+            reauthentications: self.reauthentications.load(Ordering::Relaxed),
             ..m.clone()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reauthentications_counted_by_connections_outlive_them() {
+        let metrics = Metrics::default();
+        // Two connections in turn (a reconnect replaces the first), each adding its own.
+        for _ in 0..2 {
+            let counter = metrics.reauthentication_counter();
+            counter.fetch_add(3, Ordering::Relaxed);
+            drop(counter);
+        }
+        assert_eq!(metrics.snapshot().reauthentications, 6);
     }
 }

@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Settings every connection of a client shares.
@@ -141,6 +143,13 @@ impl Interrupter {
 const SOFTWARE_NAME: &str = "kafka-group";
 const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The least time between the starts of two re-authentications of one connection. A broker
+/// refuses a re-authentication that begins less than a second after the previous one
+/// (KIP-368; Kafka's `KafkaChannel` checks it when the SaslHandshake arrives) and answers its
+/// SaslHandshake with `ILLEGAL_SASL_STATE`. The margin covers a first handshake that took
+/// longer to reach the broker than the second.
+const MIN_REAUTHENTICATION_INTERVAL: Duration = Duration::from_millis(1200);
+
 /// A connected, version-negotiated broker connection.
 #[derive(Debug)]
 pub struct Connection {
@@ -157,7 +166,12 @@ pub struct Connection {
     write_buf: Vec<u8>,
     /// When to re-authenticate (KIP-368), if the broker set a session lifetime.
     reauthenticate_at: Option<Instant>,
+    /// When the last re-authentication began (see [`MIN_REAUTHENTICATION_INTERVAL`]).
+    last_reauthentication: Option<Instant>,
     reauthentications: u64,
+    /// Where else to count re-authentications (a member's metrics, which outlive the
+    /// connections it replaces).
+    reauthentication_sink: Option<Arc<AtomicU64>>,
 }
 
 impl Connection {
@@ -259,7 +273,9 @@ impl Connection {
             broken: false,
             write_buf: Vec::with_capacity(256),
             reauthenticate_at: None,
+            last_reauthentication: None,
             reauthentications: 0,
+            reauthentication_sink: None,
         }
     }
 
@@ -461,6 +477,12 @@ impl Connection {
     /// KIP-368: before the session the broker granted ends, authenticate again on this
     /// connection (only between requests: nothing is in flight when a request is about to be
     /// written). A broker with `connections.max.reauth.ms` would close it otherwise.
+    ///
+    /// A session shorter than [`MIN_REAUTHENTICATION_INTERVAL`] (an OAUTHBEARER token close to
+    /// its expiry) cannot be renewed in time: the broker refuses a re-authentication that soon
+    /// after the previous one. Then this waits out the rest of the interval (at most that
+    /// long) and re-authenticates before the request, because the broker accepts a late
+    /// re-authentication but closes the connection on any other request after the session.
     fn reauthenticate_if_due(&mut self) -> Result<()> {
         let Some(at) = self.reauthenticate_at else {
             return Ok(());
@@ -471,11 +493,30 @@ impl Connection {
         let Some(mechanism) = self.config.sasl.clone() else {
             return Ok(());
         };
+        if let Some(last) = self.last_reauthentication {
+            let wait = MIN_REAUTHENTICATION_INTERVAL.saturating_sub(last.elapsed());
+            if !wait.is_zero() {
+                log::debug!(
+                    "{}: session shorter than {MIN_REAUTHENTICATION_INTERVAL:?}; re-authenticating in {wait:?}",
+                    self.addr
+                );
+                std::thread::sleep(wait);
+            }
+        }
         self.reauthenticate_at = None;
+        self.last_reauthentication = Some(Instant::now());
         log::debug!("{}: re-authenticating ({})", self.addr, mechanism.name());
         self.authenticate(&mechanism, self.config.request_timeout)?;
         self.reauthentications += 1;
+        if let Some(sink) = &self.reauthentication_sink {
+            sink.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
+    }
+
+    /// Also adds each later re-authentication of this connection to `sink`.
+    pub(crate) fn count_reauthentications_in(&mut self, sink: Arc<AtomicU64>) {
+        self.reauthentication_sink = Some(sink);
     }
 
     /// How many times this connection re-authenticated (KIP-368).

@@ -10,15 +10,15 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Runs the binary with `--bootstrap-server bootstrap` and `args`. Standard input stays open
 /// until it exits (EOF on stdin stops `join`).
-fn cli(bootstrap: &str, args: &[&str]) -> Run {
+pub(crate) fn cli(bootstrap: &str, args: &[&str]) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
         .arg("--bootstrap-server")
         .arg(bootstrap)
@@ -50,7 +50,7 @@ fn cli(bootstrap: &str, args: &[&str]) -> Run {
     }
 }
 
-fn json(run: &Run) -> Value {
+pub(crate) fn json(run: &Run) -> Value {
     serde_json::from_str(run.stdout.trim())
         .unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", run.stdout))
 }

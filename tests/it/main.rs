@@ -21,6 +21,7 @@ mod memory_tests;
 mod no_loss_tests;
 mod producer_tests;
 mod proxy_tests;
+mod reauth_tests;
 mod records_tests;
 mod revoked_credentials_tests;
 mod sasl_tests;

@@ -153,3 +153,33 @@ fn a_session_lifetime_makes_the_connection_reauthenticate_before_it_ends() {
         .count();
     assert_eq!(handshakes, 2);
 }
+
+/// A broker refuses a re-authentication that begins less than a second after the previous one
+/// (`ILLEGAL_SASL_STATE`, seen on Kafka 4.4 with 2 s OAUTHBEARER tokens); a session shorter
+/// than that is renewed once the second is up, before the next request goes out.
+#[test]
+fn re_authentications_of_a_short_session_are_a_second_apart() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let at = seen.clone();
+    let broker = plain_broker(move || {
+        at.lock().unwrap().push(std::time::Instant::now());
+        SaslAuthenticateResponse {
+            session_lifetime_ms: 300,
+            ..Default::default()
+        }
+    });
+    let mut conn = connect(&broker, plain("alice-secret")).unwrap();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(300));
+        conn.send(&MetadataRequest::default()).unwrap();
+    }
+    assert_eq!(conn.reauthentications(), 3);
+    let auths = seen.lock().unwrap().clone();
+    assert_eq!(auths.len(), 4, "the first authentication and three more");
+    // The first re-authentication follows the first authentication as soon as it is due; each
+    // later one waits for the second since the previous one.
+    for pair in auths[1..].windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_secs(1), "re-authentications {gap:?} apart");
+    }
+}

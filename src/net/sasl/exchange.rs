@@ -141,8 +141,9 @@ pub struct Session {
 
 /// KIP-368: re-authenticate at 85–95 % of the session lifetime, as the Java client does — early
 /// enough for network latency and clock drift, spread by `fraction` (in 0..1, random per
-/// connection) so that connections made together do not re-authenticate together. `None` when
-/// the broker set no lifetime (zero or negative).
+/// connection) so that connections made together do not re-authenticate together — and at
+/// least [`LATENCY_ALLOWANCE_MS`] before the end of a short session, where 5 % is only a few
+/// dozen milliseconds. `None` when the broker set no lifetime (zero or negative).
 pub fn reauthenticate_after(session_lifetime_ms: i64, fraction: f64) -> Option<Duration> {
     if session_lifetime_ms <= 0 {
         return None;
@@ -152,9 +153,17 @@ pub fn reauthenticate_after(session_lifetime_ms: i64, fraction: f64) -> Option<D
     } else {
         0.5
     };
-    let ms = session_lifetime_ms as f64 * (0.85 + 0.10 * fraction);
+    let lifetime = session_lifetime_ms as f64;
+    let mut ms = lifetime * (0.85 + 0.10 * fraction);
+    // Not past half the session, however short: a session of 300 ms is renewed at 150 ms.
+    ms = ms.min((lifetime - LATENCY_ALLOWANCE_MS as f64).max(lifetime / 2.0));
     Some(Duration::from_millis(ms as u64))
 }
+
+/// What a request may take to reach the broker on a loaded machine (a thread scheduled late, a
+/// broker's network thread behind): the broker closes a connection whose request arrives after
+/// the session ended.
+pub const LATENCY_ALLOWANCE_MS: i64 = 250;
 
 /// A random fraction in 0..1 for [`reauthenticate_after`]; 0.5 if the OS has no randomness
 /// (only the spread is lost).
@@ -605,6 +614,16 @@ mod tests {
             Some(Duration::from_millis(90_000))
         );
         assert!(reauthenticate_after(i64::MAX, 1.0).is_some());
+        // Short sessions: at least the latency allowance before the end, never past half.
+        assert_eq!(
+            reauthenticate_after(2_000, 1.0),
+            Some(Duration::from_millis(1_750))
+        );
+        assert_eq!(
+            reauthenticate_after(2_000, 0.0),
+            Some(Duration::from_millis(1_700))
+        );
+        assert_eq!(reauthenticate_after(400, 1.0), Some(Duration::from_millis(200)));
         for _ in 0..100 {
             let f = random_fraction();
             assert!((0.0..1.0).contains(&f), "{f}");

@@ -7,14 +7,15 @@
 //! and groups whose names start with [`BOB_PREFIX`], and describe those starting with
 //! [`PEEK_PREFIX`].
 //!
-//! Like [`super::broker::shared`], the broker is watchdog-owned by this process.
+//! Like [`super::broker::shared`], the brokers are watchdog-owned by this process.
 
-use super::broker::{run_dir, scripts_kafka, version_under_test};
+use super::broker::{resolve_version, run_dir, scripts_kafka, version_under_test};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// The prefix of the topics and groups bob's ACLs allow (ALL operations, PREFIXED pattern).
 pub const BOB_PREFIX: &str = "bob-";
@@ -107,26 +108,53 @@ impl SecureBroker {
     }
 }
 
-/// The secure broker shared by the whole test binary, started on first use.
+/// The secure broker of the version under test (`KAFKA_VERSION`), shared by the whole test
+/// binary, started on first use.
 pub fn shared() -> &'static SecureBroker {
+    shared_of(version_under_test())
+}
+
+/// The secure broker of `version` (an alias such as `3.9`, or an exact release), shared by the
+/// whole test binary and started on first use: the "on Kafka 4.x and 3.9" without a
+/// second test run. The version under test and its alias get the same broker.
+pub fn shared_of(version: &str) -> &'static SecureBroker {
     super::init_logs();
-    static SHARED: OnceLock<Result<SecureBroker, String>> = OnceLock::new();
-    match SHARED.get_or_init(|| start(&format!("it-secure-{}", process::id()), None)) {
+    type Slot = &'static OnceLock<Result<SecureBroker, String>>;
+    static SHARED: OnceLock<Mutex<BTreeMap<String, Slot>>> = OnceLock::new();
+    let exact = resolve_version(version);
+    // The map only hands out the slot; the start itself runs outside its lock, so brokers of
+    // two versions start side by side.
+    let slot: Slot = *SHARED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(exact.clone())
+        .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
+    let name = format!("it-secure-{}-{}", exact.replace('.', "_"), process::id());
+    match slot.get_or_init(|| start(&name, &exact, None)) {
         Ok(broker) => broker,
         Err(e) => panic!("{e}"),
     }
 }
 
-/// A private secure broker with `connections.max.reauth.ms = ms` on the SASL listeners
-/// (KIP-368 tests); stopped when dropped.
+/// A private secure broker of the version under test with `connections.max.reauth.ms = ms` on
+/// the SASL listeners (KIP-368 tests); stopped when dropped.
 pub fn reauth(ms: u64) -> Private {
+    reauth_of(version_under_test(), ms)
+}
+
+/// [`reauth`] on Kafka `version` (alias or exact release).
+pub fn reauth_of(version: &str, ms: u64) -> Private {
+    super::init_logs();
     static N: AtomicUsize = AtomicUsize::new(0);
+    let exact = resolve_version(version);
     let name = format!(
-        "it-secure-{}-{}",
+        "it-secure-reauth-{}-{}-{}",
+        exact.replace('.', "_"),
         process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     );
-    Private(start(&name, Some(ms)).unwrap_or_else(|e| panic!("{e}")))
+    Private(start(&name, &exact, Some(ms)).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// A secure broker of one test's own; derefs to [`SecureBroker`].
@@ -148,9 +176,9 @@ impl Drop for Private {
     }
 }
 
-fn start(name: &str, reauth_ms: Option<u64>) -> Result<SecureBroker, String> {
+fn start(name: &str, version: &str, reauth_ms: Option<u64>) -> Result<SecureBroker, String> {
     let dir = run_dir(name);
-    let version = version_under_test().to_owned();
+    let version = version.to_owned();
     let (dir_s, owner) = (dir.to_string_lossy().into_owned(), process::id().to_string());
     let ms = reauth_ms.map(|ms| ms.to_string());
     let mut args = vec!["start", "--security", "--version", &version, "--dir", &dir_s];
