@@ -14,7 +14,12 @@
 //! - (d) librdkafka 2.16 (PyPI's confluent-kafka wheel, batch `consume(num_messages=10000)`,
 //!   through `tests/it/support/rdkafka_client.py`) consuming the same records over the same two
 //!   listeners in the same rounds, so that ours / librdkafka is reported for each; once with
-//!   librdkafka's defaults and once with the fetch queue tuned (see `TUNING`).
+//!   librdkafka's defaults and once with the fetch queue tuned (see `TUNING`);
+//! - (e) librdkafka in C, without Python: Debian's `kcat` (librdkafka 2.0.2) reading the same
+//!   records (`-C -o beginning -e`, no group) over the same listeners, if it is installed. Its
+//!   SASL is PLAIN: librdkafka 2.0.2's SCRAM fails against Kafka 4.4 (see `secure_broker_tests`);
+//!   the mechanism changes the handshake, not the records' path. Its fixed cost (start-up,
+//!   metadata, the end-of-partition wait) is measured each round with `-o end` and subtracted.
 //!
 //! ```text
 //! cargo run --release --example secure_bench [-- RECORDS VALUE_SIZE ROUNDS CONNECTS RESTARTS]
@@ -45,6 +50,8 @@ const RDKAFKA_BATCH: usize = 10_000;
 const LIBRDKAFKA: &str = "librdkafka";
 /// librdkafka with [`TUNING`].
 const LIBRDKAFKA_TUNED: &str = "librdkafka tuned";
+/// kcat (librdkafka in C).
+const KCAT: &str = "kcat (C)";
 /// With its defaults librdkafka stops fetching a partition for `fetch.queue.backoff.ms` (1 s)
 /// whenever its queue holds `queued.min.messages` (100,000) records, which an application
 /// reading slower than the broker sends (Python here) hits again and again; its debug log says
@@ -245,12 +252,23 @@ fn consume(
             contenders.extend([(who, Kind::Plaintext), (who, Kind::SaslSsl)]);
         }
     }
+    let kcat = Command::new("kcat")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if kcat {
+        contenders.extend([(KCAT, Kind::Plaintext), (KCAT, Kind::SaslSsl)]);
+    } else {
+        println!("kcat not installed: its rows are skipped (apt-get install kcat)");
+    }
     for round in 0..rounds {
         for j in 0..contenders.len() {
             let (who, kind) = contenders[(j + round) % contenders.len()];
             let secs = if who == "ours" {
                 let client = if kind == Kind::Plaintext { &plain } else { &sasl };
                 support::consume_all(client, &topic, records)?.0.as_secs_f64()
+            } else if who == KCAT {
+                kcat_consume(k, kind, &topic, records)?
             } else {
                 let tuning = if who == LIBRDKAFKA_TUNED { TUNING } else { &[] };
                 rdkafka_consume(k, kind, &topic, records, tuning)?
@@ -296,14 +314,14 @@ fn consume(
         ("ours", Kind::SaslSsl),
         ("ours", Kind::Plaintext),
     );
-    for who in [LIBRDKAFKA, LIBRDKAFKA_TUNED] {
+    for who in [LIBRDKAFKA, LIBRDKAFKA_TUNED, KCAT] {
         show(
             &format!("{who} SASL_SSL / PLAINTEXT"),
             (who, Kind::SaslSsl),
             (who, Kind::Plaintext),
         );
     }
-    for who in [LIBRDKAFKA, LIBRDKAFKA_TUNED] {
+    for who in [LIBRDKAFKA, LIBRDKAFKA_TUNED, KCAT] {
         for kind in [Kind::Plaintext, Kind::SaslSsl] {
             show(
                 &format!("ours / {who}, {}", kind.name()),
@@ -316,6 +334,50 @@ fn consume(
         println!("(librdkafka tuned: {})", TUNING.join(" "));
     }
     Ok(())
+}
+
+/// kcat's time to read `records` from the beginning, less its fixed cost (the same command
+/// from the end, which reads nothing), in seconds.
+fn kcat_consume(k: &SecureKafka, kind: Kind, topic: &str, records: usize) -> Result<f64, BoxError> {
+    let run = |offset: &str| -> Result<(f64, usize), BoxError> {
+        let mut cmd = Command::new("kcat");
+        cmd.args(["-C", "-q", "-e", "-o", offset, "-f", "x", "-t", topic]);
+        cmd.arg("-b").arg(k.listener(kind.name())?);
+        if kind == Kind::SaslSsl {
+            let ca = format!("ssl.ca.location={}", k.ca.display());
+            for p in [
+                "security.protocol=sasl_ssl",
+                "sasl.mechanism=PLAIN",
+                "sasl.username=admin",
+                "sasl.password=admin-secret",
+                &ca,
+            ] {
+                cmd.arg("-X").arg(p);
+            }
+        }
+        let started = Instant::now();
+        let out = cmd.output()?;
+        let secs = started.elapsed().as_secs_f64();
+        if !out.status.success() {
+            return Err(format!(
+                "kcat over {}: {}",
+                kind.name(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        Ok((secs, out.stdout.len()))
+    };
+    let (fixed, none) = run("end")?;
+    let (secs, got) = run("beginning")?;
+    if got != records || none != 0 {
+        return Err(format!(
+            "kcat over {} read {got} records (and {none} from the end)",
+            kind.name()
+        )
+        .into());
+    }
+    Ok((secs - fixed).max(1e-3))
 }
 
 fn python() -> String {
