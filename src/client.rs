@@ -287,9 +287,10 @@ impl ClientBuilder {
     /// Trusts the root certificates compiled into the crate (Mozilla's, from `webpki-roots`;
     /// Cargo feature `bundled-roots`) instead of the system's trust store, for machines that
     /// have none (a scratch container). `ssl.ca.location`, when set, still takes precedence.
-    /// Without the feature, `build()` returns [`Error::Config`]. Default: the system's store.
-    pub fn ssl_ca_bundled(mut self) -> Self {
-        self.tls.bundled_roots = true;
+    /// Without the feature, `build()` returns [`Error::Config`]. Default: `false`, the system's
+    /// store.
+    pub fn ssl_ca_bundled(mut self, bundled: bool) -> Self {
+        self.tls.bundled_roots = bundled;
         self
     }
 

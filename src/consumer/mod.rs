@@ -716,7 +716,9 @@ impl Consumer {
                                 group: Some(&group),
                             };
                             let context = format!("group {group}");
-                            return Err(Error::from_code_in(ApiKey::OffsetFetch, code, scope, context));
+                            let e = Error::from_code_in(ApiKey::OffsetFetch, code, scope, context);
+                            // Denied the group: the member stops, as on any other group call.
+                            return Err(self.member.stop_if_denied(e));
                         }
                         if action == GroupAction::RediscoverCoordinator {
                             self.member.forget_coordinator();
@@ -855,7 +857,8 @@ impl Consumer {
                                 topic: partitions.first().map(|tp| tp.topic.as_str()),
                                 group: Some(&group),
                             };
-                            return Err(Error::from_code_in(ApiKey::OffsetCommit, code, scope, context));
+                            let e = Error::from_code_in(ApiKey::OffsetCommit, code, scope, context);
+                            return Err(self.member.stop_if_denied(e));
                         }
                     }
                 }

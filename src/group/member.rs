@@ -476,7 +476,7 @@ impl GroupMember {
     /// fencing: heartbeats stop, the assignment is dropped, every later call returns the
     /// error; only an ACL can fix it, and retrying would just hammer the coordinator); returns
     /// `e` either way.
-    fn stop_if_denied(&mut self, e: Error) -> Error {
+    pub(crate) fn stop_if_denied(&mut self, e: Error) -> Error {
         let Error::Authorization {
             api,
             code,
@@ -861,7 +861,7 @@ impl GroupMember {
         let deadline = crate::deadline::after(timeout);
         loop {
             while let Ok(e) = self.heartbeat.events.try_recv() {
-                self.on_event(e, &mut events)?;
+                self.on_event_keeping(e, &mut events)?;
             }
             self.check_session(&mut events);
             self.check_leader_metadata();
@@ -884,7 +884,7 @@ impl GroupMember {
                 return Ok(events);
             }
             match self.heartbeat.events.recv_deadline(deadline) {
-                Ok(e) => self.on_event(e, &mut events)?,
+                Ok(e) => self.on_event_keeping(e, &mut events)?,
                 Err(_) => return Ok(events),
             }
         }
@@ -899,20 +899,22 @@ impl GroupMember {
         if !std::mem::take(&mut self.heartbeats_refused) {
             return;
         }
+        // Mid-join (or unjoined) the join itself starts heartbeats for the generation it gets;
+        // heartbeating the old one meanwhile would only earn a second rebalance.
+        if self.state.state() != MemberState::Stable || !matches!(self.joining, Joining::Start) {
+            return;
+        }
         let (Some(generation), Some(coordinator)) =
             (self.state.generation().cloned(), self.coordinator.clone())
         else {
             return;
         };
-        let stable = self.state.state() == MemberState::Stable;
         self.heartbeat.send(Command::Start {
             generation: generation.clone(),
             coordinator,
             instance_id: self.instance_id_to_send(),
         });
-        if stable {
-            self.heartbeat.send(Command::Stable(generation.id));
-        }
+        self.heartbeat.send(Command::Stable(generation.id));
     }
 
     /// Gives the assignment up as lost once no request has proved the session alive for a
@@ -946,6 +948,16 @@ impl GroupMember {
         // The broker has dropped a dynamic member; a static one is recognised again by its
         // instance id whatever member id it sends.
         self.schedule_rejoin(!self.static_member);
+    }
+
+    /// [`on_event`](Self::on_event) in `poll`: on an error, the events gathered so far (a
+    /// revocation, a loss) are kept for the next call. A refused connection is not the end of
+    /// the member, and they must still reach the caller.
+    fn on_event_keeping(&mut self, e: Event, events: &mut Vec<GroupEvent>) -> Result<()> {
+        self.on_event(e, events).map_err(|e| {
+            self.undelivered = std::mem::take(events);
+            e
+        })
     }
 
     fn on_event(&mut self, e: Event, events: &mut Vec<GroupEvent>) -> Result<()> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 /// A snapshot of a member's metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MemberMetrics {
     /// Duration of the last JoinGroup round trip(s), including KIP-394's second one.
     pub last_join: Option<Duration>,

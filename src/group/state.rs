@@ -12,6 +12,7 @@ use std::fmt;
 
 /// Where a member is in the group protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MemberState {
     /// Not in the group (before the first join, or after leaving).
     Unjoined,

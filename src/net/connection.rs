@@ -236,7 +236,7 @@ impl Connection {
                     };
                     let mut conn = Connection::from_stream(stream, addr, peer, config);
                     let shaken = conn.handshake(timeout).and_then(|()| match &config.sasl {
-                        Some(m) => conn.authenticate(m, timeout),
+                        Some(m) => conn.authenticate(m, crate::deadline::after(timeout)),
                         None => Ok(()),
                     });
                     watch(None);
@@ -336,7 +336,12 @@ impl Connection {
         timeout: Option<Duration>,
         decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
     ) -> Result<T> {
-        self.reauthenticate_if_due()?;
+        let deadline = crate::deadline::after(timeout.unwrap_or(self.config.request_timeout));
+        // A re-authentication comes out of the request's own time, not on top of it.
+        let timeout = match self.reauthenticate_if_due(deadline)? {
+            true => Some(crate::deadline::left(deadline)),
+            false => timeout,
+        };
         self.call_with(req, version, timeout, decode)
     }
 
@@ -368,13 +373,14 @@ impl Connection {
         version: i16,
         timeout: Option<Duration>,
     ) -> Result<Pending<R>> {
-        self.reauthenticate_if_due()?;
+        let deadline = crate::deadline::after(timeout.unwrap_or(self.config.request_timeout));
+        self.reauthenticate_if_due(deadline)?;
         log::debug!("{} -> {} v{version} (pending)", self.addr, R::API_KEY.name());
         let correlation_id = self.write_request(req, version)?;
         Ok(Pending {
             correlation_id,
             version,
-            deadline: crate::deadline::after(timeout.unwrap_or(self.config.request_timeout)),
+            deadline,
             request: std::marker::PhantomData,
         })
     }
@@ -433,32 +439,31 @@ impl Connection {
             self.addr,
             R::API_KEY.name()
         );
-        self.reauthenticate_if_due()?;
+        self.reauthenticate_if_due(crate::deadline::after(self.config.request_timeout))?;
         self.write_request(req, version).map(|_| ())
     }
 
     /// SASL authentication on this connection (after ApiVersions, before any other request),
-    /// bounding each step by `timeout`. Schedules the KIP-368 re-authentication when the broker
-    /// reports a session lifetime.
-    fn authenticate(&mut self, mechanism: &Mechanism, timeout: Duration) -> Result<()> {
+    /// every step of it done by `deadline`. Schedules the KIP-368 re-authentication when the
+    /// broker reports a session lifetime.
+    fn authenticate(&mut self, mechanism: &Mechanism, deadline: Instant) -> Result<()> {
         let framing = sasl::framing(&self.config, &self.versions)?;
-        sasl::handshake(mechanism, framing, |req, v| self.sasl_call(req, v, timeout))?;
+        sasl::handshake(mechanism, framing, |req, v| self.sasl_call(req, v, deadline))?;
         let session = match framing {
             Framing::Kip152 { authenticate, .. } => sasl::authenticate(
                 mechanism,
                 authenticate,
-                |req, v| self.sasl_call(req, v, timeout),
+                |req, v| self.sasl_call(req, v, deadline),
                 sasl::random_fraction(),
             ),
             // No SaslAuthenticate, so no session lifetime either: the broker cannot tell us
             // when it would end the session, and KIP-368 needs SaslAuthenticate v1.
             Framing::Raw => {
-                sasl::authenticate_raw(mechanism, |token| self.raw_sasl_token(mechanism, token, timeout)).map(
-                    |()| sasl::Session {
+                sasl::authenticate_raw(mechanism, |token| self.raw_sasl_token(mechanism, token, deadline))
+                    .map(|()| sasl::Session {
                         lifetime: None,
                         reauthenticate_after: None,
-                    },
-                )
+                    })
             }
         }
         .inspect_err(|_| self.broken = true)?;
@@ -483,35 +488,48 @@ impl Connection {
     /// after the previous one. Then this waits out the rest of the interval (at most that
     /// long) and re-authenticates before the request, because the broker accepts a late
     /// re-authentication but closes the connection on any other request after the session.
-    fn reauthenticate_if_due(&mut self) -> Result<()> {
+    ///
+    /// All of it (the wait included) is done by `deadline`, the request's own: if the wait
+    /// alone would pass it, the connection is given up with a timeout instead (a new one
+    /// authenticates afresh, with no wait). The wait ends early when the socket is shut down
+    /// from another thread (a member closing). Returns whether it re-authenticated.
+    fn reauthenticate_if_due(&mut self, deadline: Instant) -> Result<bool> {
         let Some(at) = self.reauthenticate_at else {
-            return Ok(());
+            return Ok(false);
         };
         if Instant::now() < at {
-            return Ok(());
+            return Ok(false);
         }
         let Some(mechanism) = self.config.sasl.clone() else {
-            return Ok(());
+            return Ok(false);
         };
         if let Some(last) = self.last_reauthentication {
             let wait = MIN_REAUTHENTICATION_INTERVAL.saturating_sub(last.elapsed());
             if !wait.is_zero() {
+                let until = Instant::now() + wait;
+                if until >= deadline {
+                    return Err(self.fail_io(io::ErrorKind::TimedOut.into(), Timeout::Response));
+                }
                 log::debug!(
                     "{}: session shorter than {MIN_REAUTHENTICATION_INTERVAL:?}; re-authenticating in {wait:?}",
                     self.addr
                 );
-                std::thread::sleep(wait);
+                // Nothing is in flight, so the socket turns readable only if it is closed or
+                // shut down: then the authentication below fails at once, as it should.
+                if let Err(e) = self.stream.wait_readable(until) {
+                    return Err(self.fail_io(e, Timeout::Response));
+                }
             }
         }
         self.reauthenticate_at = None;
         self.last_reauthentication = Some(Instant::now());
         log::debug!("{}: re-authenticating ({})", self.addr, mechanism.name());
-        self.authenticate(&mechanism, self.config.request_timeout)?;
+        self.authenticate(&mechanism, deadline)?;
         self.reauthentications += 1;
         if let Some(sink) = &self.reauthentication_sink {
             sink.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Also adds each later re-authentication of this connection to `sink`.
@@ -525,23 +543,28 @@ impl Connection {
     }
 
     /// One SASL request and its answer (no re-authentication check: it is part of one).
-    fn sasl_call<R: Request>(&mut self, req: &R, version: i16, timeout: Duration) -> Result<R::Response> {
-        self.call_with(req, version, Some(timeout), <R::Response as Message>::decode)
+    fn sasl_call<R: Request>(&mut self, req: &R, version: i16, deadline: Instant) -> Result<R::Response> {
+        let left = crate::deadline::left(deadline);
+        self.call_with(req, version, Some(left), <R::Response as Message>::decode)
     }
 
     /// One token of the pre-KIP-152 framing (SaslHandshake v0): written with a 4-byte length
-    /// and no Kafka header, the server's next token read back the same way, within `timeout`.
-    fn raw_sasl_token(&mut self, mechanism: &Mechanism, token: &[u8], timeout: Duration) -> Result<Vec<u8>> {
+    /// and no Kafka header, the server's next token read back the same way, by `deadline`.
+    fn raw_sasl_token(&mut self, mechanism: &Mechanism, token: &[u8], deadline: Instant) -> Result<Vec<u8>> {
         if self.broken {
             return Err(Error::Closed);
         }
-        let deadline = crate::deadline::after(timeout);
+        let len = i32::try_from(token.len()).map_err(|_| Error::Authentication {
+            mechanism: mechanism.name(),
+            message: format!("a SASL token of {} bytes is too long to send", token.len()),
+        })?;
         let mut frame = Vec::with_capacity(4 + token.len());
-        frame.extend_from_slice(&(token.len() as i32).to_be_bytes());
+        frame.extend_from_slice(&len.to_be_bytes());
         frame.extend_from_slice(token);
+        // A failed write is the network's doing, reported as it is; only the broker closing
+        // the connection after reading a token is its way of refusing it.
         if let Err(e) = self.stream.write_all(&frame).and_then(|()| self.stream.flush()) {
-            let e = self.fail_io(e, Timeout::Write);
-            return Err(self.raw_rejection(mechanism, e));
+            return Err(self.fail_io(e, Timeout::Write));
         }
         // An empty token is a valid answer here (PLAIN's server sends one), unlike a response.
         match self.read_sized(deadline, 0) {
@@ -550,13 +573,11 @@ impl Connection {
         }
     }
 
-    /// Under the raw framing a broker rejects credentials by closing the connection, with no
-    /// error code or message: say so, rather than report a bare end of stream.
+    /// Under the raw framing a broker rejects credentials by closing the connection once it has
+    /// read the token, with no error code or message: say so, rather than report a bare end of
+    /// stream. A reset is not that (the broker closes cleanly), and stays an I/O error.
     fn raw_rejection(&self, mechanism: &Mechanism, e: Error) -> Error {
-        let closed = matches!(&e, Error::Io { source, .. } if matches!(
-            source.kind(),
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
-        ));
+        let closed = matches!(&e, Error::Io { source, .. } if source.kind() == io::ErrorKind::UnexpectedEof);
         if !closed {
             return e;
         }

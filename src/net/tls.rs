@@ -153,9 +153,13 @@ fn private_key(
     password: Option<&Secret>,
 ) -> std::result::Result<PrivateKeyDer<'static>, String> {
     let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let encrypted = pkcs8::der::pem::decode_vec(&text)
-        .ok()
-        .filter(|(label, _)| *label == ENCRYPTED_PKCS8);
+    // The key may share its file with certificates (`openssl pkcs12 -out all.pem` writes
+    // both), and the PEM decoder takes exactly one block: hand it the key's block alone.
+    let encrypted = encrypted_block(&text).and_then(|block| {
+        pkcs8::der::pem::decode_vec(block)
+            .ok()
+            .filter(|(label, _)| *label == ENCRYPTED_PKCS8)
+    });
     if let Some((_, der)) = encrypted {
         let Some(password) = password.filter(|p| !p.is_empty()) else {
             return Err(format!(
@@ -191,6 +195,19 @@ fn private_key(
     })
 }
 
+/// The `ENCRYPTED PRIVATE KEY` PEM block of `text`, boundaries included, if it has one.
+fn encrypted_block(text: &[u8]) -> Option<&[u8]> {
+    let begin = format!("-----BEGIN {ENCRYPTED_PKCS8}-----");
+    let end = format!("-----END {ENCRYPTED_PKCS8}-----");
+    let start = find(text, begin.as_bytes())?;
+    let stop = start + find(&text[start..], end.as_bytes())? + end.len();
+    Some(&text[start..stop])
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 #[cfg(feature = "bundled-roots")]
 fn bundled_roots(roots: &mut RootCertStore) -> Result<()> {
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -200,8 +217,10 @@ fn bundled_roots(roots: &mut RootCertStore) -> Result<()> {
 #[cfg(not(feature = "bundled-roots"))]
 fn bundled_roots(_: &mut RootCertStore) -> Result<()> {
     Err(Error::Config {
-        property: "ssl_ca_bundled",
-        problem: "this build of kafka-group has no bundled roots: enable its `bundled-roots` feature".into(),
+        property: "ssl.ca.location",
+        problem: "bundled roots were asked for (ClientBuilder::ssl_ca_bundled), but this build of \
+                  kafka-group has none: enable its `bundled-roots` feature"
+            .into(),
     })
 }
 
@@ -481,6 +500,17 @@ mod tests {
         );
         let e = private_key(&legacy, Some(&Secret::new("pw"))).unwrap_err();
         assert!(e.contains("openssl pkcs8 -topk8"), "{e}");
+        // An encrypted block beside a certificate, in either order, is still found.
+        let cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let key = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n";
+        for (i, text) in [format!("{cert}{key}"), format!("{key}{cert}")]
+            .iter()
+            .enumerate()
+        {
+            let both = write(&format!("both-{i}.pem"), text);
+            let e = private_key(&both, None).unwrap_err();
+            assert!(e.contains("set ssl.key.password"), "{e}");
+        }
         let missing = private_key(&dir.join("none.pem"), None).unwrap_err();
         assert!(missing.contains("none.pem"), "{missing}");
         std::fs::remove_dir_all(&dir).unwrap();

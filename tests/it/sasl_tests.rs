@@ -183,3 +183,31 @@ fn re_authentications_of_a_short_session_are_a_second_apart() {
         assert!(gap >= Duration::from_secs(1), "re-authentications {gap:?} apart");
     }
 }
+
+/// A re-authentication comes out of the request's own time: when the second a broker wants
+/// between two of them would outlast what the caller gave, the request fails with a timeout at
+/// once, rather than sleeping past it (a new connection authenticates afresh, with no wait).
+#[test]
+fn a_due_re_authentication_never_outlasts_the_callers_timeout() {
+    let broker = plain_broker(|| SaslAuthenticateResponse {
+        session_lifetime_ms: 300,
+        ..Default::default()
+    });
+    let mut conn = connect(&broker, plain("alice-secret")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    conn.send(&MetadataRequest::default()).unwrap();
+    assert_eq!(conn.reauthentications(), 1);
+    // Due again in about 0.3 s, but not allowed before a second after the first one.
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let e = conn
+        .send_at(&MetadataRequest::default(), 0, Some(Duration::from_millis(200)))
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+    assert_eq!(conn.reauthentications(), 1);
+}
