@@ -954,9 +954,8 @@ impl GroupMember {
     /// revocation, a loss) are kept for the next call. A refused connection is not the end of
     /// the member, and they must still reach the caller.
     fn on_event_keeping(&mut self, e: Event, events: &mut Vec<GroupEvent>) -> Result<()> {
-        self.on_event(e, events).map_err(|e| {
+        self.on_event(e, events).inspect_err(|_| {
             self.undelivered = std::mem::take(events);
-            e
         })
     }
 
