@@ -10,15 +10,15 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Runs the binary with `--bootstrap-server bootstrap` and `args`. Standard input stays open
 /// until it exits (EOF on stdin stops `join`).
-fn cli(bootstrap: &str, args: &[&str]) -> Run {
+pub fn cli(bootstrap: &str, args: &[&str]) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
         .arg("--bootstrap-server")
         .arg(bootstrap)
@@ -50,7 +50,7 @@ fn cli(bootstrap: &str, args: &[&str]) -> Run {
     }
 }
 
-fn json(run: &Run) -> Value {
+pub fn json(run: &Run) -> Value {
     serde_json::from_str(run.stdout.trim())
         .unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", run.stdout))
 }

@@ -46,6 +46,8 @@ pub const VERSIONS: [&str; 2] = ["4.x", "3.9"];
 pub struct Broker {
     bootstrap: String,
     version: String,
+    /// The run directory, for a broker this binary started.
+    dir: Option<PathBuf>,
 }
 
 impl Broker {
@@ -62,6 +64,21 @@ impl Broker {
     /// The exact Kafka release, e.g. `4.4.0`.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// Creates a topic with the release's own `kafka.admin.TopicCommand --zookeeper` (ZooKeeper
+    /// mode only): Kafka 0.10.0 has no CreateTopics API. Returns once every partition has a
+    /// leader.
+    pub fn create_topic_with_zookeeper(&self, topic: &str, partitions: i32) {
+        let dir = self
+            .dir
+            .as_ref()
+            .expect("a broker this test binary started (not KAFKA_BOOTSTRAP)")
+            .to_string_lossy();
+        let partitions = partitions.to_string();
+        #[rustfmt::skip]
+        let args = ["create-topic", "--dir", &dir, "--topic", topic, "--partitions", &partitions];
+        scripts_kafka(&args).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -83,11 +100,19 @@ pub fn shared() -> &'static Broker {
 fn start_shared() -> Result<Broker, String> {
     let version = version_under_test().to_owned();
     if let Ok(bootstrap) = env::var("KAFKA_BOOTSTRAP") {
-        return Ok(Broker { bootstrap, version });
+        return Ok(Broker {
+            bootstrap,
+            version,
+            dir: None,
+        });
     }
     let dir = run_dir(&format!("it-{}", process::id()));
     let bootstrap = start(&dir, 1, &version)?;
-    Ok(Broker { bootstrap, version })
+    Ok(Broker {
+        bootstrap,
+        version,
+        dir: Some(dir),
+    })
 }
 
 /// The exact release `KAFKA_VERSION` selects (default [`DEFAULT_VERSION`]), e.g. `4.4.0`.
@@ -230,7 +255,7 @@ pub(super) fn scripts_kafka(args: &[&str]) -> Result<String, String> {
     match stdout.lines().rev().find(|line| !line.trim().is_empty()) {
         Some(line) => Ok(line.trim().to_owned()),
         // These print nothing on stdout when they succeed.
-        None if matches!(args[0], "fetch" | "kill" | "stop") => Ok(String::new()),
+        None if matches!(args[0], "fetch" | "kill" | "stop" | "create-topic") => Ok(String::new()),
         None => Err(format!("`{command}` printed nothing on stdout")),
     }
 }
