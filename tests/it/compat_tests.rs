@@ -122,7 +122,7 @@ fn compat_produce_consume_every_compression_commit_and_lag() {
     let n = expected.len() as i64;
     c.commit().unwrap();
     let tp = TopicPartition::new(topic.clone(), 0);
-    assert_eq!(c.committed(&[tp.clone()]).unwrap()[&tp], Some(n));
+    assert_eq!(c.committed(std::slice::from_ref(&tp)).unwrap()[&tp], Some(n));
     let admin = Admin::new(&client);
     let lag = admin.group_lag(&group).unwrap();
     assert_eq!(lag.len(), 1, "{lag:?}");

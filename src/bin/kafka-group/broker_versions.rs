@@ -166,7 +166,7 @@ fn broker_json(broker: &Broker, table: &BrokerVersions, release: &ReleaseMatch, 
         ("release_match", Json::str(match_kind(release))),
         (
             "release_differs",
-            Json::Arr(differing.iter().map(|n| Json::str(n)).collect()),
+            Json::Arr(differing.iter().map(Json::str).collect()),
         ),
         ("apis_advertised", Json::Int(table.len() as i64)),
         ("apis", Json::Arr(apis)),

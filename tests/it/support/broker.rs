@@ -1,5 +1,6 @@
 //! Real Kafka brokers for the integration tests, run by `scripts/kafka` (KRaft mode on loopback
-//! ports, jars fetched once from Maven Central into `~/.cache/kafka-group/kafka`).
+//! ports, jars fetched once from Maven Central into `~/.cache/kafka-group/kafka`; releases before
+//! 3.3 in ZooKeeper mode, for the compatibility suite).
 //!
 //! - [`shared()`]: one single-node broker for the whole test binary, or the cluster
 //!   `KAFKA_BOOTSTRAP` names. Tests share it and keep apart through [`super::unique_name`].
