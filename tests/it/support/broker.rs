@@ -74,12 +74,8 @@ impl Broker {
         let dir = self
             .dir
             .as_ref()
-            .expect("a broker this test binary started (not KAFKA_BOOTSTRAP)")
-            .to_string_lossy();
-        let partitions = partitions.to_string();
-        #[rustfmt::skip]
-        let args = ["create-topic", "--dir", &dir, "--topic", topic, "--partitions", &partitions];
-        scripts_kafka(&args).unwrap_or_else(|e| panic!("{e}"));
+            .expect("a broker this test binary started (not KAFKA_BOOTSTRAP)");
+        create_topic_with_zookeeper(dir, topic, partitions);
     }
 }
 
@@ -187,6 +183,12 @@ impl Cluster {
         &self.version
     }
 
+    /// Creates a topic replicated to every node with the release's own TopicCommand (ZooKeeper
+    /// mode only; for Kafka 0.10.0, which has no CreateTopics).
+    pub fn create_topic_with_zookeeper(&self, topic: &str, partitions: i32) {
+        create_topic_with_zookeeper(&self.dir, topic, partitions);
+    }
+
     /// SIGKILLs `node`: no controlled shutdown, as in a crash. Returns once the process is gone.
     pub fn kill(&self, node: usize) {
         self.node_command("kill", node);
@@ -214,6 +216,15 @@ impl Drop for Cluster {
             eprintln!("{e}");
         }
     }
+}
+
+/// `scripts/kafka create-topic`: replication factor = the cluster's node count.
+fn create_topic_with_zookeeper(dir: &Path, topic: &str, partitions: i32) {
+    let dir = dir.to_string_lossy();
+    let partitions = partitions.to_string();
+    #[rustfmt::skip]
+    let args = ["create-topic", "--dir", &dir, "--topic", topic, "--partitions", &partitions];
+    scripts_kafka(&args).unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn start(dir: &Path, nodes: usize, version: &str) -> Result<String, String> {
