@@ -111,6 +111,10 @@ pub struct GroupDescription {
     pub protocol: String,
     /// Current members.
     pub members: Vec<MemberDescription>,
+    /// Whether the answer could carry `group.instance.id` (DescribeGroups v4+, Kafka 2.4+).
+    /// When false the coordinator cannot tell static members from dynamic ones: on Kafka 2.3
+    /// a static member shows with `group_instance_id: None`.
+    pub instance_ids_reported: bool,
 }
 
 /// Which offset [`Admin::list_offsets`] asks each partition's leader for (ListOffsets).
@@ -363,10 +367,14 @@ impl Admin {
     /// group the coordinator does not know comes back in state `Dead` with no members.
     pub fn describe_group(&self, group: &str) -> Result<GroupDescription> {
         self.with_coordinator(group, |coordinator, deadline| {
-            let resp = self
-                .client
-                .send_to_by(coordinator.id, deadline, |_| describe_groups_request(group))?;
-            group_description(group, resp)
+            let mut version = 0;
+            let resp = self.client.send_to_by(coordinator.id, deadline, |v| {
+                version = v;
+                describe_groups_request(group)
+            })?;
+            let mut description = group_description(group, resp)?;
+            description.instance_ids_reported = version >= 4;
+            Ok(description)
         })
     }
 
@@ -913,6 +921,7 @@ pub(crate) fn group_description(group: &str, resp: DescribeGroupsResponse) -> Re
             protocol_type: String::new(),
             protocol: String::new(),
             members: Vec::new(),
+            instance_ids_reported: true,
         });
     }
     if code.is_error() {
@@ -958,6 +967,8 @@ pub(crate) fn group_description(group: &str, resp: DescribeGroupsResponse) -> Re
         protocol_type: g.protocol_type.into(),
         protocol: g.protocol_data.into(),
         members,
+        // The response does not say which version it is; describe_group knows and corrects it.
+        instance_ids_reported: true,
     })
 }
 

@@ -75,6 +75,115 @@ pub fn newest_matching(broker: &BTreeMap<i16, VersionRange>) -> Option<&'static 
         .max_by_key(|r| (sort_key(r.name), r.apis.len()))
 }
 
+/// How a broker's ApiVersions table compares with the releases in the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseMatch {
+    /// The broker advertises exactly what this release does (or what a release with an
+    /// identical table does: the newest of those).
+    Exact(&'static Release),
+    /// No release matches exactly; this is the closest of those the broker's versions allow
+    /// (never one older than a version the broker advertises proves). `differing`: the API keys
+    /// whose maximum differs or that only one side has.
+    Closest {
+        /// The closest release.
+        release: &'static Release,
+        /// API keys that differ, ascending.
+        differing: Vec<i16>,
+    },
+    /// The broker advertises a version newer than every release in the table has: it is at
+    /// least the newest one known, probably newer.
+    Newer {
+        /// The newest release in the table.
+        than: &'static Release,
+        /// API keys whose maximum is beyond it, ascending.
+        beyond: Vec<i16>,
+    },
+    /// Too far from every release to name one (the closest lacks, or has beyond the broker's,
+    /// more APIs than half of what the broker advertises): not an Apache Kafka release's table.
+    Unknown,
+}
+
+impl ReleaseMatch {
+    /// The release named: exact, closest, or (for [`ReleaseMatch::Newer`]) the lower bound.
+    pub fn release(&self) -> Option<&'static Release> {
+        match self {
+            ReleaseMatch::Exact(r) | ReleaseMatch::Closest { release: r, .. } => Some(r),
+            ReleaseMatch::Newer { than, .. } => Some(than),
+            ReleaseMatch::Unknown => None,
+        }
+    }
+}
+
+/// What `broker` is, judged by its ApiVersions table. Unlike [`newest_matching`], one API
+/// missing or one version off does not send the guess back to an old release: the guess is the
+/// closest release among those at least as new as every version the broker advertises proves.
+pub fn identify(broker: &BTreeMap<i16, VersionRange>) -> ReleaseMatch {
+    let releases = all();
+    let Some(newest) = releases.last() else {
+        return ReleaseMatch::Unknown;
+    };
+    // Only APIs the table follows: brokers also advertise inter-broker ones (LeaderAndIsr …)
+    // that it leaves out, and a fork may add its own.
+    let tracked: std::collections::BTreeSet<i16> =
+        releases.iter().flat_map(|r| r.apis.keys().copied()).collect();
+    let relevant = |k: &i16| !OPTIONAL_APIS.contains(k) && tracked.contains(k);
+    // The oldest release each advertised maximum proves: the first that has that version.
+    let mut floor = 0;
+    let mut beyond = Vec::new();
+    for (&key, range) in broker.iter().filter(|(k, _)| relevant(k)) {
+        match releases
+            .iter()
+            .position(|r| r.range(key).is_some_and(|v| v.max >= range.max))
+        {
+            Some(i) => floor = floor.max(i),
+            // A version beyond what every release has: newer than the table.
+            None => beyond.push(key),
+        }
+    }
+    if !beyond.is_empty() {
+        return ReleaseMatch::Newer { than: newest, beyond };
+    }
+    let differing = |r: &Release| -> Vec<i16> {
+        let keys: std::collections::BTreeSet<i16> = r
+            .apis
+            .keys()
+            .chain(broker.keys())
+            .copied()
+            .filter(|k| relevant(k))
+            .collect();
+        keys.into_iter()
+            .filter(|k| r.range(*k).map(|v| v.max) != broker.get(k).map(|v| v.max))
+            .collect()
+    };
+    // Fewest differences; among equals the newest, as releases with identical tables cannot be
+    // told apart and the newer name is the safer lower bound.
+    let Some((release, diff)) = releases[floor..]
+        .iter()
+        .map(|r| (r, differing(r)))
+        .rev()
+        .min_by_key(|(_, d)| d.len())
+    else {
+        return ReleaseMatch::Unknown;
+    };
+    // Versions may be off by any amount (a fork, a backport); APIs present on one side only
+    // are what says the table is not Kafka's.
+    let size = broker.keys().filter(|k| relevant(k)).count().max(1);
+    let unshared = diff
+        .iter()
+        .filter(|k| release.range(**k).is_none() || !broker.contains_key(k))
+        .count();
+    if diff.is_empty() {
+        ReleaseMatch::Exact(release)
+    } else if unshared * 2 > size {
+        ReleaseMatch::Unknown
+    } else {
+        ReleaseMatch::Closest {
+            release,
+            differing: diff,
+        }
+    }
+}
+
 /// `zk-2.3` → `2.3`: operators know releases by number; the mode prefix is table bookkeeping.
 pub(crate) fn number(name: &str) -> &str {
     name.split_once('-').map_or(name, |(_, v)| v)
@@ -151,6 +260,81 @@ mod tests {
         apis.remove(&72);
         let guess = newest_matching(&apis).unwrap();
         assert!(guess.name.starts_with("kraft-4."), "guessed {}", guess.name);
+    }
+
+    #[test]
+    fn every_release_identifies_as_itself_or_an_identical_table() {
+        for r in all() {
+            match identify(&r.apis) {
+                ReleaseMatch::Exact(guess) => assert_eq!(guess.apis, r.apis, "{} as {}", r.name, guess.name),
+                other => panic!("{} identified as {other:?}", r.name),
+            }
+        }
+    }
+
+    /// The example: a modern table missing one API that appeared in 0.11 must not be
+    /// called 0.10.2; it is close to a modern release, and says what differs.
+    #[test]
+    fn one_missing_api_does_not_make_a_modern_broker_old() {
+        let mut apis = by_name("kraft-4.0").unwrap().apis.clone();
+        let removed = 22; // InitProducerId, since 0.11.0
+        apis.remove(&removed);
+        let old = newest_matching(&apis).unwrap().name;
+        assert!(!old.starts_with("kraft-4."), "the old rule went back to {old}");
+        match identify(&apis) {
+            ReleaseMatch::Closest { release, differing } => {
+                assert!(release.name.starts_with("kraft-4."), "{}", release.name);
+                assert_eq!(differing, vec![removed]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn versions_beyond_the_table_are_newer_never_older() {
+        let newest = all().last().unwrap();
+        let mut apis = newest.apis.clone();
+        let produce = apis[&0];
+        apis.insert(0, VersionRange::new(produce.min, produce.max + 1));
+        assert_eq!(
+            identify(&apis),
+            ReleaseMatch::Newer {
+                than: newest,
+                beyond: vec![0]
+            }
+        );
+        // Proven by one version: a 2.3 table with JoinGroup v6 (2.4's) is no older than 2.4.
+        let mut apis = by_name("zk-2.3").unwrap().apis.clone();
+        apis.insert(11, VersionRange::new(0, 6));
+        let r = identify(&apis).release().unwrap();
+        assert!(sort_key(r.name) >= (2, 4, 0), "{}", r.name);
+    }
+
+    #[test]
+    fn inter_broker_and_unknown_apis_do_not_count() {
+        let mut apis = by_name("zk-2.3").unwrap().apis.clone();
+        // LeaderAndIsr, StopReplica: every ZooKeeper-mode broker has them; the table does not.
+        apis.insert(4, VersionRange::new(0, 2));
+        apis.insert(5, VersionRange::new(0, 1));
+        apis.insert(1000, VersionRange::new(0, 0));
+        assert!(matches!(identify(&apis), ReleaseMatch::Exact(r) if r.name == "zk-2.3"));
+    }
+
+    #[test]
+    fn a_table_like_no_release_is_unknown() {
+        let apis: BTreeMap<i16, VersionRange> = [
+            (0, VersionRange::new(0, 3)),
+            (1, VersionRange::new(0, 11)),
+            (3, VersionRange::new(0, 0)),
+        ]
+        .into_iter()
+        .chain(
+            (21..31)
+                .map(|k| (k, VersionRange::new(0, 0)))
+                .filter(|(k, _)| *k != 27),
+        )
+        .collect();
+        assert_eq!(identify(&apis), ReleaseMatch::Unknown);
     }
 
     #[test]

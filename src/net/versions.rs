@@ -87,7 +87,14 @@ pub fn check(cap: &Capability, broker: &BrokerVersions) -> Result<(), Error> {
         capability: cap.name,
         missing,
         since_release: releases::oldest_with(&reqs).map(|r| r.name),
-        broker_release: releases::newest_matching(broker).map(|r| r.name),
+        // The closest release the broker's own versions allow (never an older one because some
+        // optional API is missing); none for a table like no Kafka release's, or newer than all.
+        broker_release: match releases::identify(broker) {
+            releases::ReleaseMatch::Exact(r) | releases::ReleaseMatch::Closest { release: r, .. } => {
+                Some(r.name)
+            }
+            releases::ReleaseMatch::Newer { .. } | releases::ReleaseMatch::Unknown => None,
+        },
     })
 }
 

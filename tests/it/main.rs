@@ -9,6 +9,7 @@ mod chaos_tests;
 #[cfg(feature = "cli")]
 mod cli_tests;
 mod client_tests;
+mod compat_tests;
 mod connection_tests;
 mod consumer_tests;
 mod demo_tests;

@@ -4,7 +4,7 @@
 
 use crate::output::{Json, Table};
 use crate::{Ctx, Failure, BROKER};
-use kafka_group::net::releases::{self, Release};
+use kafka_group::net::releases::{self, ReleaseMatch};
 use kafka_group::net::versions::{self, BrokerVersions};
 use kafka_group::protocol::{ApiKey, VersionRange};
 use kafka_group::Broker;
@@ -12,8 +12,9 @@ use kafka_group::Broker;
 /// Show each broker's API versions and the Kafka release it matches.
 ///
 /// For each broker in the cluster metadata and each API this client implements: the client's
-/// version range, the broker's, and the version they agree on; then the newest Kafka release
-/// (from the client's per-release table) whose advertised versions the broker's match.
+/// version range, the broker's, and the version they agree on; then the Kafka release (from the
+/// client's per-release table) the broker's versions match, or the closest one with what differs,
+/// or that the broker is newer than every release known, or like none.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
@@ -47,14 +48,14 @@ pub fn run(ctx: &Ctx, _args: Args) -> Result<(), Failure> {
                 chosen: config.pick_version(api, &table).ok(),
             })
             .collect();
-        let release = releases::newest_matching(&table);
+        let release = releases::identify(&table);
         if ctx.json {
-            docs.push(broker_json(broker, &table, release, &rows));
+            docs.push(broker_json(broker, &table, &release, &rows));
         } else {
             if i > 0 {
                 outln!();
             }
-            print_broker(broker, &table, release, &rows);
+            print_broker(broker, &table, &release, &rows);
         }
     }
     if ctx.json {
@@ -71,16 +72,47 @@ pub fn run(ctx: &Ctx, _args: Args) -> Result<(), Failure> {
     }
 }
 
-fn release_text(release: Option<&Release>) -> String {
+fn api_names(keys: &[i16]) -> Vec<String> {
+    keys.iter()
+        .map(|&k| ApiKey::from_key(k).map_or_else(|| format!("API key {k}"), |a| a.name().to_string()))
+        .collect()
+}
+
+/// The release line: exact matches keep the wording scripts may already look for.
+fn release_line(release: &ReleaseMatch) -> String {
     match release {
-        Some(r) => format!("Kafka {} ({})", r.version(), r.name),
-        None => "no release in the table matches (older than 0.10.0?)".into(),
+        ReleaseMatch::Exact(r) => format!("Newest matching release: Kafka {} ({})", r.version(), r.name),
+        ReleaseMatch::Closest {
+            release: r,
+            differing,
+        } => format!(
+            "Closest release: Kafka {} ({}); no release matches exactly, differing: {}",
+            r.version(),
+            r.name,
+            api_names(differing).join(", ")
+        ),
+        ReleaseMatch::Newer { than, beyond } => format!(
+            "Release: newer than Kafka {} ({}), the newest this client knows (beyond it: {})",
+            than.version(),
+            than.name,
+            api_names(beyond).join(", ")
+        ),
+        ReleaseMatch::Unknown => "Release: not an Apache Kafka release table".into(),
     }
 }
 
-fn print_broker(broker: &Broker, table: &BrokerVersions, release: Option<&Release>, rows: &[Row]) {
+fn match_kind(release: &ReleaseMatch) -> &'static str {
+    match release {
+        ReleaseMatch::Exact(_) => "exact",
+        ReleaseMatch::Closest { .. } => "closest",
+        ReleaseMatch::Newer { .. } => "newer",
+        ReleaseMatch::Unknown => "unknown",
+    }
+}
+
+fn print_broker(broker: &Broker, table: &BrokerVersions, release: &ReleaseMatch, rows: &[Row]) {
     outln!("Broker {} at {}", broker.id, broker.addr());
-    outln!("Newest matching release: {}", release_text(release));
+    outln!("{}", release_line(release));
     outln!("APIs advertised: {}", table.len());
     let mut t = Table::new(&["API", "KEY", "CLIENT", "BROKER", "CHOSEN"]);
     for r in rows {
@@ -103,7 +135,14 @@ fn range_json(r: VersionRange) -> Json {
     ])
 }
 
-fn broker_json(broker: &Broker, table: &BrokerVersions, release: Option<&Release>, rows: &[Row]) -> Json {
+fn broker_json(broker: &Broker, table: &BrokerVersions, release: &ReleaseMatch, rows: &[Row]) -> Json {
+    let differing = match release {
+        ReleaseMatch::Closest { differing: keys, .. } | ReleaseMatch::Newer { beyond: keys, .. } => {
+            api_names(keys)
+        }
+        ReleaseMatch::Exact(_) | ReleaseMatch::Unknown => Vec::new(),
+    };
+    let named = release.release();
     let apis = rows
         .iter()
         .map(|r| {
@@ -121,8 +160,14 @@ fn broker_json(broker: &Broker, table: &BrokerVersions, release: Option<&Release
         ("host", Json::str(&broker.host)),
         ("port", Json::Int(broker.port.into())),
         ("rack", Json::opt_str(broker.rack.clone())),
-        ("release", Json::opt_str(release.map(|r| r.name))),
-        ("release_version", Json::opt_str(release.map(|r| r.version()))),
+        // For "newer", the newest release known: a lower bound.
+        ("release", Json::opt_str(named.map(|r| r.name))),
+        ("release_version", Json::opt_str(named.map(|r| r.version()))),
+        ("release_match", Json::str(match_kind(release))),
+        (
+            "release_differs",
+            Json::Arr(differing.iter().map(Json::str).collect()),
+        ),
         ("apis_advertised", Json::Int(table.len() as i64)),
         ("apis", Json::Arr(apis)),
     ])

@@ -55,6 +55,33 @@ fn owners(group: &GroupDescription) -> BTreeMap<TopicPartition, &MemberDescripti
         .collect()
 }
 
+/// What a coordinator that cannot report instance ids (DescribeGroups v3 and older, Kafka 2.3)
+/// still lets us infer: Kafka names a static member `<group.instance.id>-<uuid>` and a dynamic
+/// one `<client.id>-<uuid>`, so a prefix other than the client id is the instance id. A static
+/// member whose instance id equals its client id cannot be told apart: `None`.
+fn inferred_instance_id<'a>(member_id: &'a str, client_id: &str) -> Option<&'a str> {
+    // A java.util.UUID in its 36-character text form, after a '-'.
+    let cut = member_id.len().checked_sub(37)?;
+    let (prefix, uuid) = (member_id.get(..cut)?, member_id.get(cut..)?);
+    let is_uuid = uuid.len() == 37
+        && uuid.char_indices().all(|(i, c)| match i {
+            0 | 9 | 14 | 19 | 24 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    (is_uuid && !prefix.is_empty() && prefix != client_id).then_some(prefix)
+}
+
+/// The INSTANCE-ID cell: the reported id, `-` for a dynamic member, or, where the coordinator
+/// cannot say, the inferred id marked as such, else `?`.
+fn instance_cell(group: &GroupDescription, m: &MemberDescription) -> String {
+    match (&m.group_instance_id, group.instance_ids_reported) {
+        (Some(id), _) => id.clone(),
+        (None, true) => "-".into(),
+        (None, false) => inferred_instance_id(&m.member_id, &m.client_id)
+            .map_or_else(|| "?".into(), |id| format!("{id} (inferred)")),
+    }
+}
+
 fn dash(s: Option<impl ToString>) -> String {
     s.map_or_else(|| "-".to_string(), |s| s.to_string())
 }
@@ -67,13 +94,20 @@ fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
     outln!("Protocol:       {}", empty(&group.protocol));
     outln!("Generation:     unknown (DescribeGroups does not return it)");
     outln!("Members:        {}", group.members.len());
+    if !group.instance_ids_reported && !group.members.is_empty() {
+        outln!(
+            "Note:           this coordinator answers DescribeGroups v3 or older (Kafka 2.3 or \
+             older), which carries no group.instance.id: static and dynamic members look alike. \
+             INSTANCE-ID shows what the member id implies (<instance id>-<uuid>), or ?"
+        );
+    }
     outln!();
     let mut members = Table::new(&["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"]);
     for m in &group.members {
         let ps: Vec<String> = partitions(m).iter().map(TopicPartition::to_string).collect();
         members.row(vec![
             m.member_id.clone(),
-            dash(m.group_instance_id.as_deref()),
+            instance_cell(group, m),
             m.client_id.clone(),
             m.client_host.clone(),
             if ps.is_empty() { "-".into() } else { ps.join(",") },
@@ -99,7 +133,7 @@ fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
             dash(l.committed),
             l.log_end.to_string(),
             dash(l.lag),
-            dash(owner.and_then(|m| m.group_instance_id.as_deref())),
+            owner.map_or_else(|| "-".into(), |m| instance_cell(group, m)),
             dash(owner.map(|m| &m.member_id)),
         ]);
     }
@@ -115,6 +149,15 @@ fn to_json(group: &GroupDescription, lag: &[PartitionLag]) -> Json {
             Json::Obj(vec![
                 ("member_id", Json::str(&m.member_id)),
                 ("group_instance_id", Json::opt_str(m.group_instance_id.clone())),
+                (
+                    "inferred_group_instance_id",
+                    Json::opt_str(
+                        (!group.instance_ids_reported && m.group_instance_id.is_none())
+                            .then(|| inferred_instance_id(&m.member_id, &m.client_id))
+                            .flatten()
+                            .map(String::from),
+                    ),
+                ),
                 ("client_id", Json::str(&m.client_id)),
                 ("host", Json::str(&m.client_host)),
                 ("assignment", Json::Arr(assignment)),
@@ -145,9 +188,39 @@ fn to_json(group: &GroupDescription, lag: &[PartitionLag]) -> Json {
         ("state", Json::str(&group.state)),
         ("protocol_type", Json::str(&group.protocol_type)),
         ("protocol", Json::str(&group.protocol)),
+        // False on Kafka 2.3 and older: group_instance_id is then null for static members too.
+        ("instance_ids_reported", Json::Bool(group.instance_ids_reported)),
         // DescribeGroups does not carry the generation; null says "not known", not "none".
         ("generation", Json::Null),
         ("members", Json::Arr(members)),
         ("offsets", Json::Arr(offsets)),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inferred_instance_id;
+
+    #[test]
+    fn instance_id_is_inferred_from_a_static_member_id() {
+        let uuid = "3f2b6c1e-9a4d-4e0f-8b7a-1c2d3e4f5a6b";
+        let static_id = format!("worker-1-{uuid}");
+        assert_eq!(inferred_instance_id(&static_id, "app"), Some("worker-1"));
+        // A dynamic member is named after its client id: nothing to infer.
+        let dynamic_id = format!("app-{uuid}");
+        assert_eq!(inferred_instance_id(&dynamic_id, "app"), None);
+        for odd in [
+            "",
+            "x",
+            "worker-1",
+            &format!("worker-1-{}", &uuid[1..]),
+            &format!("-{uuid}"),
+        ] {
+            assert_eq!(inferred_instance_id(odd, "app"), None, "{odd:?}");
+        }
+        assert_eq!(
+            inferred_instance_id(&format!("w-{}", uuid.replace('a', "g")), "app"),
+            None
+        );
+    }
 }

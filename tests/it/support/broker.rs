@@ -1,5 +1,6 @@
 //! Real Kafka brokers for the integration tests, run by `scripts/kafka` (KRaft mode on loopback
-//! ports, jars fetched once from Maven Central into `~/.cache/kafka-group/kafka`).
+//! ports, jars fetched once from Maven Central into `~/.cache/kafka-group/kafka`; releases before
+//! 3.3 in ZooKeeper mode, for the compatibility suite).
 //!
 //! - [`shared()`]: one single-node broker for the whole test binary, or the cluster
 //!   `KAFKA_BOOTSTRAP` names. Tests share it and keep apart through [`super::unique_name`].
@@ -46,6 +47,8 @@ pub const VERSIONS: [&str; 2] = ["4.x", "3.9"];
 pub struct Broker {
     bootstrap: String,
     version: String,
+    /// The run directory, for a broker this binary started.
+    dir: Option<PathBuf>,
 }
 
 impl Broker {
@@ -62,6 +65,17 @@ impl Broker {
     /// The exact Kafka release, e.g. `4.4.0`.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// Creates a topic with the release's own `kafka.admin.TopicCommand --zookeeper` (ZooKeeper
+    /// mode only): Kafka 0.10.0 has no CreateTopics API. Returns once every partition has a
+    /// leader.
+    pub fn create_topic_with_zookeeper(&self, topic: &str, partitions: i32) {
+        let dir = self
+            .dir
+            .as_ref()
+            .expect("a broker this test binary started (not KAFKA_BOOTSTRAP)");
+        create_topic_with_zookeeper(dir, topic, partitions);
     }
 }
 
@@ -83,11 +97,19 @@ pub fn shared() -> &'static Broker {
 fn start_shared() -> Result<Broker, String> {
     let version = version_under_test().to_owned();
     if let Ok(bootstrap) = env::var("KAFKA_BOOTSTRAP") {
-        return Ok(Broker { bootstrap, version });
+        return Ok(Broker {
+            bootstrap,
+            version,
+            dir: None,
+        });
     }
     let dir = run_dir(&format!("it-{}", process::id()));
     let bootstrap = start(&dir, 1, &version)?;
-    Ok(Broker { bootstrap, version })
+    Ok(Broker {
+        bootstrap,
+        version,
+        dir: Some(dir),
+    })
 }
 
 /// The exact release `KAFKA_VERSION` selects (default [`DEFAULT_VERSION`]), e.g. `4.4.0`.
@@ -161,6 +183,12 @@ impl Cluster {
         &self.version
     }
 
+    /// Creates a topic replicated to every node with the release's own TopicCommand (ZooKeeper
+    /// mode only; for Kafka 0.10.0, which has no CreateTopics).
+    pub fn create_topic_with_zookeeper(&self, topic: &str, partitions: i32) {
+        create_topic_with_zookeeper(&self.dir, topic, partitions);
+    }
+
     /// SIGKILLs `node`: no controlled shutdown, as in a crash. Returns once the process is gone.
     pub fn kill(&self, node: usize) {
         self.node_command("kill", node);
@@ -188,6 +216,15 @@ impl Drop for Cluster {
             eprintln!("{e}");
         }
     }
+}
+
+/// `scripts/kafka create-topic`: replication factor = the cluster's node count.
+fn create_topic_with_zookeeper(dir: &Path, topic: &str, partitions: i32) {
+    let dir = dir.to_string_lossy();
+    let partitions = partitions.to_string();
+    #[rustfmt::skip]
+    let args = ["create-topic", "--dir", &dir, "--topic", topic, "--partitions", &partitions];
+    scripts_kafka(&args).unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn start(dir: &Path, nodes: usize, version: &str) -> Result<String, String> {
@@ -230,7 +267,7 @@ pub(super) fn scripts_kafka(args: &[&str]) -> Result<String, String> {
     match stdout.lines().rev().find(|line| !line.trim().is_empty()) {
         Some(line) => Ok(line.trim().to_owned()),
         // These print nothing on stdout when they succeed.
-        None if matches!(args[0], "fetch" | "kill" | "stop") => Ok(String::new()),
+        None if matches!(args[0], "fetch" | "kill" | "stop" | "create-topic") => Ok(String::new()),
         None => Err(format!("`{command}` printed nothing on stdout")),
     }
 }

@@ -36,14 +36,23 @@ pub fn unique_name(prefix: &str) -> String {
 
 /// Creates a topic named after `prefix` (see [`unique_name`]) through `client`; returns its name
 /// once every partition has a leader.
+///
+/// Kafka 0.10.0 has no CreateTopics: there (the compatibility suite's shared broker) the topic is
+/// made with the broker's own TopicCommand instead.
 pub fn create_topic(client: &Client, prefix: &str, partitions: i32, replication: i16) -> String {
     let name = unique_name(prefix);
-    Admin::new(client)
-        .create_topics(
-            &[NewTopic::new(&name, partitions, replication)],
-            Duration::from_secs(60),
-        )
-        .unwrap();
+    let created = Admin::new(client).create_topics(
+        &[NewTopic::new(&name, partitions, replication)],
+        Duration::from_secs(60),
+    );
+    match created {
+        Err(kafka_group::Error::UnsupportedVersion {
+            api: kafka_group::protocol::ApiKey::CreateTopics,
+            broker: None,
+            ..
+        }) if replication == 1 => broker::shared().create_topic_with_zookeeper(&name, partitions),
+        other => other.unwrap(),
+    }
     name
 }
 
