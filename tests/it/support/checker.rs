@@ -271,6 +271,12 @@ impl Checker {
         s.acked.is_subset(&s.delivered_ids)
     }
 
+    /// Whether every delivery so far has been committed (a test that means to start a fault
+    /// only after the consumer's commits went through waits for this).
+    pub fn all_committed(&self) -> bool {
+        lock(&self.state).deliveries.iter().all(|d| d.committed)
+    }
+
     /// Distinct acknowledged ids delivered so far.
     pub fn consumed(&self) -> usize {
         let s = lock(&self.state);
