@@ -16,6 +16,7 @@ mod config;
 pub(crate) mod exchange;
 mod oauthbearer;
 mod plain;
+mod salted;
 mod scram;
 mod secret;
 mod token;

@@ -212,7 +212,14 @@ impl Scram {
         }
 
         let h = self.hash;
-        let salted = h.salted_password(self.password.expose().as_bytes(), &salt, iterations);
+        let password = self.password.expose().as_bytes();
+        let bits = match h {
+            ScramHash::Sha256 => 256,
+            ScramHash::Sha512 => 512,
+        };
+        let salted = super::salted::salted_password(bits, password, &salt, iterations, || {
+            h.salted_password(password, &salt, iterations)
+        });
         let client_key = h.mac(&salted, b"Client Key");
         let stored_key = h.hash(&client_key);
         // `biws` is base64("n,,"): no channel binding, no authorization identity.
