@@ -119,7 +119,12 @@ impl SecureBroker {
     }
 
     fn optional(&self, addr: Option<SocketAddr>, name: &str) -> SocketAddr {
-        addr.unwrap_or_else(|| panic!("Kafka {} has no {name} listener (it needs 0.11 or later)", self.version))
+        addr.unwrap_or_else(|| {
+            panic!(
+                "Kafka {} has no {name} listener (it needs 0.11 or later)",
+                self.version
+            )
+        })
     }
 
     /// The run directory (`listeners`, `tls/`, `node-1/broker.log`).
