@@ -9,9 +9,13 @@
 //! scenario exists elsewhere in the suite (static restarts, fencing, dynamic members) this runs
 //! the same function.
 //!
-//! Not here yet: SASL/SCRAM (0.10.2+) and KIP-368 re-authentication (2.2+) on old releases
-//! (`scripts/kafka --security` starts KRaft releases only), and the KIP-848 consumer protocol
-//! (4.0+); they belong to the security and KIP-848 work and join the matrix from there.
+//! SASL runs on the release's own `scripts/kafka start --security` broker (module `secure`):
+//! PLAIN everywhere (before 1.0 through SaslHandshake v0 and raw tokens), SCRAM-SHA-512 from
+//! 0.10.2, KIP-368 re-authentication of a group member from 2.2.
+//!
+//! Not here yet: the TLS, MTLS and authorization suites on old releases (they run on the
+//! default releases), and the KIP-848 consumer protocol (4.0+), which joins from the KIP-848
+//! work.
 
 use crate::consumer_tests::{builder, consume};
 use crate::group_tests::{self, client, converged, failover_client, member_builder, static_member, Running};
@@ -591,5 +595,202 @@ mod cli {
         let unknown = cli(bootstrap, &["describe", &unique_name("compat-nobody")]);
         assert_eq!(unknown.code, 3, "{}\n{}", unknown.stdout, unknown.stderr);
         assert!(unknown.stderr.contains("does not exist"), "{}", unknown.stderr);
+    }
+}
+
+/// SASL on the release's own secure broker (`scripts/kafka start --security`, which on
+/// ZooKeeper-mode releases configures what each can: see `write_zk_security` there): SCRAM
+/// since 0.10.2, PLAIN on every release, and on those before 1.0 over the pre-KIP-152 framing
+/// (SaslHandshake v0, then raw tokens), the only one they have; KIP-368 re-authentication
+/// since 2.2. Every client here is the super user admin, so the authorizer does not get in the
+/// way (the authorization suite runs on KRaft).
+mod secure {
+    use super::*;
+    use crate::reauth_tests::{self, at_least, at_most, member_runs, scram512, HEARTBEAT, REAUTH};
+    use crate::support::secure::{self as support, SecureBroker, ADMIN};
+    use kafka_group::net::sasl::{Mechanism, Secret};
+    use kafka_group::protocol::ApiKey;
+    use kafka_group::SecurityProtocol;
+    use std::sync::OnceLock;
+
+    /// How long the KIP-368 member runs: five sessions of [`REAUTH`].
+    const RUN: Duration = Duration::from_secs(15);
+
+    /// The secure broker of the release under test, shared by this module: from 2.2 with
+    /// `connections.max.reauth.ms` = [`REAUTH`], so the round trips re-authenticate too.
+    fn secure_broker() -> &'static SecureBroker {
+        static BROKER: OnceLock<support::Private> = OnceLock::new();
+        if since([2, 2, 0]) {
+            BROKER.get_or_init(|| support::reauth(REAUTH.as_millis() as u64))
+        } else {
+            support::shared()
+        }
+    }
+
+    fn plain() -> Mechanism {
+        Mechanism::Plain {
+            username: ADMIN.name.into(),
+            password: Secret::new(ADMIN.password),
+        }
+    }
+
+    fn secure_client(protocol: SecurityProtocol, mechanism: Mechanism) -> Client {
+        let b = secure_broker();
+        let addr = match protocol {
+            SecurityProtocol::SaslPlaintext => b.sasl_plaintext,
+            _ => b.sasl_ssl,
+        };
+        reauth_tests::builder(addr, protocol, b)
+            .sasl(mechanism)
+            .build()
+            .unwrap()
+    }
+
+    /// Produce, consume in a group (a static member from 2.3, a dynamic one before) and commit,
+    /// all over `client`'s listener.
+    fn round_trip(what: &str, client: &Client) {
+        let topic = unique_name("compat-sasl");
+        if since([0, 10, 1]) {
+            Admin::new(client)
+                .create_topics(&[NewTopic::new(&topic, 1, 1)], Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("{what}: create_topics: {e}"));
+        } else {
+            broker::create_topic_with_zookeeper(secure_broker().dir(), &topic, 1);
+        }
+        let mut p = client.producer().build().unwrap();
+        for i in 0..3 {
+            p.send(ProducerRecord::new(&topic, format!("v{i}")).partition(0))
+                .unwrap_or_else(|e| panic!("{what}: send: {e}"));
+        }
+        p.close().unwrap_or_else(|e| panic!("{what}: produce: {e}"));
+        let group = unique_name("compat-sasl");
+        let mut b = builder(client, &group, &topic);
+        if since([2, 3, 0]) {
+            b = b.group_instance_id("sasl-1");
+        }
+        let mut c = b.build().unwrap();
+        let got = consume(&mut c, 3, Duration::from_secs(60), false);
+        let values: Vec<_> = got.iter().map(|r| r.value.clone().unwrap_or_default()).collect();
+        assert_eq!(values, ["v0", "v1", "v2"], "{what}");
+        c.commit().unwrap_or_else(|e| panic!("{what}: commit: {e}"));
+        let tp = TopicPartition::new(topic.clone(), 0);
+        assert_eq!(
+            c.committed(std::slice::from_ref(&tp)).unwrap()[&tp],
+            Some(3),
+            "{what}"
+        );
+        c.close().unwrap_or_else(|e| panic!("{what}: close: {e}"));
+        eprintln!(
+            "Kafka {}: {what}: produced, consumed, committed",
+            secure_broker().version
+        );
+    }
+
+    /// PLAIN over SASL_SSL, and on releases before 1.0 (which offer PLAIN on SASL_PLAINTEXT
+    /// too) over SASL_PLAINTEXT. Before 1.0 the broker has SaslHandshake v0 and no
+    /// SaslAuthenticate: the client must have used the raw-token framing.
+    #[test]
+    fn compat_sasl_plain_round_trip() {
+        let client = secure_client(SecurityProtocol::SaslSsl, plain());
+        round_trip("SASL_SSL PLAIN", &client);
+        let meta = client.refresh_metadata(Some(&[])).unwrap();
+        let versions = client
+            .broker_versions(*meta.brokers.keys().next().unwrap())
+            .unwrap();
+        let authenticate = versions.get(&(ApiKey::SaslAuthenticate.key()));
+        if since([1, 0, 0]) {
+            assert!(authenticate.is_some(), "{versions:?}");
+        } else {
+            assert_eq!(
+                authenticate, None,
+                "SaslAuthenticate before Kafka 1.0: {versions:?}"
+            );
+            assert_eq!(versions[&(ApiKey::SaslHandshake.key())].max, 0, "{versions:?}");
+            let client = secure_client(SecurityProtocol::SaslPlaintext, plain());
+            round_trip("SASL_PLAINTEXT PLAIN (SaslHandshake v0, raw tokens)", &client);
+        }
+    }
+
+    /// SCRAM-SHA-512 over SASL_PLAINTEXT and SASL_SSL (users made with the release's own
+    /// ConfigCommand on ZooKeeper-mode releases). On 0.10.0, which has no SCRAM, the one clear
+    /// error naming the mechanism.
+    #[test]
+    fn compat_sasl_scram_round_trip() {
+        if !since([0, 10, 2]) {
+            let client = reauth_tests::builder(
+                secure_broker().sasl_ssl,
+                SecurityProtocol::SaslSsl,
+                secure_broker(),
+            )
+            .sasl(scram512())
+            .build()
+            .unwrap();
+            let err = client
+                .refresh_metadata(Some(&[]))
+                .expect_err("SCRAM on Kafka 0.10.0");
+            let text = err.to_string();
+            assert!(
+                matches!(
+                    err,
+                    Error::UnsupportedMechanism { .. } | Error::Authentication { .. }
+                ),
+                "{err:?}"
+            );
+            assert!(text.contains("SCRAM-SHA-512"), "{text}");
+            assert!(!text.contains(ADMIN.password), "{text}");
+            eprintln!("SCRAM on Kafka {}: {text}", secure_broker().version);
+            not_applicable("compat_sasl_scram_round_trip", "SCRAM needs 0.10.2");
+            return;
+        }
+        for (what, protocol) in [
+            ("SASL_PLAINTEXT SCRAM-SHA-512", SecurityProtocol::SaslPlaintext),
+            ("SASL_SSL SCRAM-SHA-512", SecurityProtocol::SaslSsl),
+        ] {
+            round_trip(what, &secure_client(protocol, scram512()));
+        }
+    }
+
+    /// KIP-368: a member over SASL_SSL SCRAM-SHA-512 runs for five sessions of [`REAUTH`]
+    /// (static from 2.3, dynamic on 2.2) and keeps its generation while its connections
+    /// re-authenticate; no connection is closed by the broker for an expired session.
+    #[test]
+    fn compat_reauthentication_keeps_the_member() {
+        if !since([2, 2, 0]) {
+            not_applicable(
+                "compat_reauthentication_keeps_the_member",
+                "KIP-368 re-authentication needs 2.2",
+            );
+            return;
+        }
+        let b = secure_broker();
+        let client = secure_client(SecurityProtocol::SaslSsl, scram512());
+        let instance = since([2, 3, 0]).then_some("reauth-compat");
+        let o = member_runs("SASL_SSL SCRAM-SHA-512", &client, instance, RUN);
+        let n = o.metrics.reauthentications;
+        eprintln!(
+            "Kafka {}: {n} re-authentications in {:.1} s ({} heartbeats, heartbeat every {HEARTBEAT:?})",
+            b.version,
+            o.elapsed.as_secs_f64(),
+            o.metrics.heartbeats
+        );
+        let (low, high) = (at_least(o.elapsed, REAUTH), at_most(o.elapsed, REAUTH));
+        assert!(
+            (low..=high).contains(&n),
+            "{n} re-authentications in {:?}, expected {low}..={high}",
+            o.elapsed
+        );
+        let log_path = b.dir().join("node-1/broker.log");
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("DEBUG") && l.contains("kafka.network.Processor")),
+            "{}: no debug line of kafka.network.Processor; the check below would prove nothing",
+            log_path.display()
+        );
+        let expired: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("Disconnecting expired channel"))
+            .collect();
+        assert!(expired.is_empty(), "closed by the broker: {expired:#?}");
     }
 }

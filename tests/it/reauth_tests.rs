@@ -16,16 +16,16 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// `connections.max.reauth.ms` of the test broker.
-const REAUTH: Duration = Duration::from_secs(3);
+pub(crate) const REAUTH: Duration = Duration::from_secs(3);
 /// How long each member runs: ten session lifetimes.
 const RUN: Duration = Duration::from_secs(30);
-const HEARTBEAT: Duration = Duration::from_millis(500);
+pub(crate) const HEARTBEAT: Duration = Duration::from_millis(500);
 /// The OAUTHBEARER tokens' lifetime, shorter than [`REAUTH`]: the token's own expiry, not the
 /// listener's setting, bounds those sessions (the broker takes the smaller of the two). The
 /// unsecured JWS carries whole seconds, so a session lasts between 1 and 2 s.
 const TOKEN_LIFETIME: Duration = Duration::from_secs(2);
 
-fn builder(addr: SocketAddr, protocol: SecurityProtocol, b: &SecureBroker) -> ClientBuilder {
+pub(crate) fn builder(addr: SocketAddr, protocol: SecurityProtocol, b: &SecureBroker) -> ClientBuilder {
     Client::builder()
         .bootstrap_servers(format!("localhost:{}", addr.port()))
         .security_protocol(protocol)
@@ -34,7 +34,7 @@ fn builder(addr: SocketAddr, protocol: SecurityProtocol, b: &SecureBroker) -> Cl
         .api_timeout(Duration::from_secs(30))
 }
 
-fn scram512() -> Mechanism {
+pub(crate) fn scram512() -> Mechanism {
     Mechanism::ScramSha512 {
         username: ADMIN.name.into(),
         password: Secret::new(ADMIN.password),
@@ -55,23 +55,30 @@ impl TokenProvider for Counting {
 }
 
 /// What one member's run showed.
-struct Outcome {
-    metrics: MemberMetrics,
-    elapsed: Duration,
+pub(crate) struct Outcome {
+    pub(crate) metrics: MemberMetrics,
+    pub(crate) elapsed: Duration,
 }
 
-/// A static member over `client`'s listener for [`RUN`]: produces a few records a second,
-/// polls, commits every other second, and checks as it goes that nothing failed and the group
-/// never moved; at the end, that every record came exactly once.
+/// A static member over `client`'s listener for [`RUN`]: see [`member_runs`].
 fn static_member_runs(what: &str, client: &Client) -> Outcome {
+    member_runs(what, client, Some("reauth-1"), RUN)
+}
+
+/// A member (static with `instance`, else dynamic) over `client`'s listener for `run`: produces
+/// a few records a second, polls, commits every other second, and checks as it goes that
+/// nothing failed and the group never moved; at the end, that every record came exactly once.
+pub(crate) fn member_runs(what: &str, client: &Client, instance: Option<&str>, run: Duration) -> Outcome {
     let topic = unique_name("reauth");
     Admin::new(client)
         .create_topics(&[NewTopic::new(&topic, 2, 1)], Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{what}: create_topics: {e}"));
     let mut producer = client.producer().build().unwrap();
-    let mut consumer = client
-        .consumer(&unique_name("reauth-grp"))
-        .group_instance_id("reauth-1")
+    let mut consumer = client.consumer(&unique_name("reauth-grp"));
+    if let Some(instance) = instance {
+        consumer = consumer.group_instance_id(instance);
+    }
+    let mut consumer = consumer
         .subscribe([topic.as_str()])
         .session_timeout(Duration::from_secs(6))
         .heartbeat_interval(HEARTBEAT)
@@ -101,7 +108,7 @@ fn static_member_runs(what: &str, client: &Client) -> Outcome {
                 .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()),
         );
     };
-    while start.elapsed() < RUN {
+    while start.elapsed() < run {
         let now = Instant::now();
         if now >= next_send {
             next_send = now + Duration::from_millis(500);
@@ -161,7 +168,7 @@ fn static_member_runs(what: &str, client: &Client) -> Outcome {
 /// The re-authentications a run of `elapsed` must have had at least: the heartbeat connection
 /// alone, used every [`HEARTBEAT`], re-authenticates at most a heartbeat after each session of
 /// at most `session` ends.
-fn at_least(elapsed: Duration, session: Duration) -> u64 {
+pub(crate) fn at_least(elapsed: Duration, session: Duration) -> u64 {
     ((elapsed.as_secs_f64() / (session + HEARTBEAT).as_secs_f64()) as u64).saturating_sub(1)
 }
 
@@ -169,7 +176,7 @@ fn at_least(elapsed: Duration, session: Duration) -> u64 {
 /// connections (its own and the heartbeat thread's) re-authenticates no earlier than 85 % into
 /// a session of at least `session`, or 250 ms before its end if that is sooner (never before
 /// half of it). More would be a connection re-authenticating for nothing.
-fn at_most(elapsed: Duration, session: Duration) -> u64 {
+pub(crate) fn at_most(elapsed: Duration, session: Duration) -> u64 {
     let s = session.as_secs_f64();
     let interval = (s * 0.85).min(s - 0.25).max(s / 2.0);
     2 * (elapsed.as_secs_f64() / interval).ceil() as u64

@@ -69,9 +69,9 @@ fn ssl_accepts_the_test_ca_and_rejects_an_untrusted_broker() {
         None,
     );
     assert!(!ok, "SSL without the CA connected: {out}");
-    let (ok, out) = metadata(b.expired, &[ssl.clone(), ca()], None);
+    let (ok, out) = metadata(b.expired(), &[ssl.clone(), ca()], None);
     assert!(!ok, "expired certificate accepted: {out}");
-    let (ok, out) = metadata(b.wrong_host, &[ssl, ca()], None);
+    let (ok, out) = metadata(b.wrong_host(), &[ssl, ca()], None);
     assert!(!ok, "wrong-host certificate accepted: {out}");
 }
 
@@ -79,14 +79,14 @@ fn ssl_accepts_the_test_ca_and_rejects_an_untrusted_broker() {
 fn mtls_requires_the_client_certificate() {
     let b = secure::shared();
     let ssl = ("security.protocol", "ssl".to_owned());
-    let (ok, out) = metadata(b.mtls, &[ssl.clone(), ca()], None);
+    let (ok, out) = metadata(b.mtls(), &[ssl.clone(), ca()], None);
     assert!(!ok, "MTLS without a client certificate connected: {out}");
     let cert = (
         "ssl.certificate.location",
         b.tls.client_cert.display().to_string(),
     );
     let (ok, out) = metadata(
-        b.mtls,
+        b.mtls(),
         &[
             ssl.clone(),
             ca(),
@@ -106,7 +106,7 @@ fn mtls_requires_the_client_certificate() {
         ),
         ("ssl.key.password", secure::Tls::CLIENT_KEY_PASSWORD.to_owned()),
     ];
-    let (ok, out) = metadata(b.mtls, &encrypted, None);
+    let (ok, out) = metadata(b.mtls(), &encrypted, None);
     assert!(ok, "MTLS with the encrypted client key: {out}");
 }
 

@@ -88,7 +88,7 @@ fn cases(b: &SecureBroker) -> Vec<Case> {
         },
         Case {
             name: "mTLS",
-            addr: b.mtls,
+            addr: b.mtls(),
             librdkafka: [
                 rd_tls("ssl"),
                 vec![

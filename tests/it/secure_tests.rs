@@ -383,8 +383,8 @@ fn each_secure_listener_carries_a_static_group(b: &SecureBroker) {
         ),
         (
             "mTLS",
-            b.mtls,
-            builder(b.mtls, SecurityProtocol::Ssl, b)
+            b.mtls(),
+            builder(b.mtls(), SecurityProtocol::Ssl, b)
                 .ssl_certificate_location(&b.tls.client_cert)
                 .ssl_key_location(&b.tls.client_key),
             Describe::Cli(with(
@@ -530,11 +530,11 @@ fn the_errors_a_user_meets_are_produced_for_real() {
         matches!(e, Error::Tls { .. } | Error::Config { .. }),
         "untrusted CA: {e:?}"
     );
-    let e = quick(builder(b.expired, SecurityProtocol::Ssl, b));
+    let e = quick(builder(b.expired(), SecurityProtocol::Ssl, b));
     assert!(e.to_string().contains("expired"), "{e}");
-    let e = quick(builder(b.wrong_host, SecurityProtocol::Ssl, b));
+    let e = quick(builder(b.wrong_host(), SecurityProtocol::Ssl, b));
     assert!(e.to_string().contains("not valid for"), "{e}");
-    let e = quick(builder(b.mtls, SecurityProtocol::Ssl, b));
+    let e = quick(builder(b.mtls(), SecurityProtocol::Ssl, b));
     assert!(
         matches!(e, Error::Tls { .. } | Error::Io { .. }),
         "mTLS without a certificate: {e:?}"

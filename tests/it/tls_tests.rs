@@ -264,7 +264,7 @@ fn an_encrypted_client_key_opens_with_its_password_on_a_real_mtls_listener() {
     let b = secure::shared();
     let mtls = |key: &std::path::Path| {
         Client::builder()
-            .bootstrap_servers(format!("localhost:{}", b.mtls.port()))
+            .bootstrap_servers(format!("localhost:{}", b.mtls().port()))
             .security_protocol(SecurityProtocol::Ssl)
             .ssl_ca_location(&b.tls.ca)
             .ssl_certificate_location(&b.tls.client_cert)

@@ -219,7 +219,7 @@ impl Drop for Cluster {
 }
 
 /// `scripts/kafka create-topic`: replication factor = the cluster's node count.
-fn create_topic_with_zookeeper(dir: &Path, topic: &str, partitions: i32) {
+pub fn create_topic_with_zookeeper(dir: &Path, topic: &str, partitions: i32) {
     let dir = dir.to_string_lossy();
     let partitions = partitions.to_string();
     #[rustfmt::skip]

@@ -85,16 +85,16 @@ pub struct SecureBroker {
     pub plaintext: SocketAddr,
     /// SSL, no client certificate asked for.
     pub ssl: SocketAddr,
-    /// SSL with `ssl.client.auth=required`.
-    pub mtls: SocketAddr,
+    /// SSL with `ssl.client.auth=required` (0.11+; see [`SecureBroker::mtls`]).
+    mtls: Option<SocketAddr>,
     /// SASL_SSL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (unsecured JWS: any `sub`).
     pub sasl_ssl: SocketAddr,
     /// SASL_PLAINTEXT: SCRAM-SHA-256, SCRAM-SHA-512.
     pub sasl_plaintext: SocketAddr,
-    /// SSL presenting an expired certificate.
-    pub expired: SocketAddr,
-    /// SSL presenting a certificate for `wrong.invalid`.
-    pub wrong_host: SocketAddr,
+    /// SSL presenting an expired certificate (0.11+).
+    expired: Option<SocketAddr>,
+    /// SSL presenting a certificate for `wrong.invalid` (0.11+).
+    wrong_host: Option<SocketAddr>,
     /// The test PKI.
     pub tls: Tls,
     /// `connections.max.reauth.ms` of the SASL listeners, if set.
@@ -102,6 +102,31 @@ pub struct SecureBroker {
 }
 
 impl SecureBroker {
+    /// SSL with `ssl.client.auth=required`. Kafka before 0.11 has no listener with settings of
+    /// its own, so no such listener: panics there.
+    pub fn mtls(&self) -> SocketAddr {
+        self.optional(self.mtls, "MTLS")
+    }
+
+    /// SSL presenting an expired certificate; panics before Kafka 0.11, like [`Self::mtls`].
+    pub fn expired(&self) -> SocketAddr {
+        self.optional(self.expired, "EXPIRED")
+    }
+
+    /// SSL presenting a certificate for `wrong.invalid`; panics before Kafka 0.11.
+    pub fn wrong_host(&self) -> SocketAddr {
+        self.optional(self.wrong_host, "WRONG_HOST")
+    }
+
+    fn optional(&self, addr: Option<SocketAddr>, name: &str) -> SocketAddr {
+        addr.unwrap_or_else(|| {
+            panic!(
+                "Kafka {} has no {name} listener (it needs 0.11 or later)",
+                self.version
+            )
+        })
+    }
+
     /// The run directory (`listeners`, `tls/`, `node-1/broker.log`).
     pub fn dir(&self) -> &PathBuf {
         &self.dir
@@ -197,16 +222,21 @@ fn start(name: &str, version: &str, reauth_ms: Option<u64>) -> Result<SecureBrok
             .parse()
             .map_err(|e| format!("{name} in {}/listeners: {e}", dir.display()))
     };
+    // Absent on releases before 0.11 (scripts/kafka's write_zk_security).
+    let optional = |name: &str| -> Result<Option<SocketAddr>, String> {
+        let present = listeners.lines().any(|l| l.starts_with(&format!("{name}=")));
+        present.then(|| addr(name)).transpose()
+    };
     let t = dir.join("tls");
     Ok(SecureBroker {
         version,
         plaintext: addr("PLAINTEXT")?,
         ssl: addr("SSL")?,
-        mtls: addr("MTLS")?,
+        mtls: optional("MTLS")?,
         sasl_ssl: addr("SASL_SSL")?,
         sasl_plaintext: addr("SASL_PLAINTEXT")?,
-        expired: addr("EXPIRED")?,
-        wrong_host: addr("WRONG_HOST")?,
+        expired: optional("EXPIRED")?,
+        wrong_host: optional("WRONG_HOST")?,
         tls: Tls {
             ca: t.join("ca.pem"),
             client_cert: t.join("client.pem"),
