@@ -699,9 +699,13 @@ impl Consumer {
         deadline: Instant,
     ) -> Result<BTreeMap<TopicPartition, offsets::Committed>> {
         let group = self.member.group_id().to_string();
-        // Under read_committed, wait for pending transactional offset commits to settle
-        // (KIP-447), as Kafka's consumer does.
-        let require_stable = self.config.isolation_level == IsolationLevel::ReadCommitted;
+        // Always `require_stable` (OffsetFetch v7+, KIP-447), as Kafka's own consumer does, and
+        // not only for transactions: without it, Kafka 4's coordinator answers from its last
+        // replicated state, which right after a coordinator failover lags the offsets it has
+        // already acknowledged, so a member taking a partition over could read no offset at all
+        // and consume again what was committed (seen in chaos_tests' kill -9 of the
+        // coordinator). With it, pending commits are waited for (UNSTABLE_OFFSET_COMMIT, retried).
+        let require_stable = true;
         loop {
             let problem = match self.member.coordinator_request(deadline, |v| {
                 offsets::offset_fetch_request(v, &group, partitions, require_stable)
