@@ -790,19 +790,7 @@ type TopicOutcome = (Option<KafkaStr>, i16, Option<KafkaStr>);
 /// A broker error for one item, with the item (`topic x`, `group g`) leading the message; an
 /// authorization error for the resource of `scope` (which names it itself).
 fn kafka_error(api: ApiKey, code: KafkaCode, scope: Scope<'_>, what: &str, message: Option<String>) -> Error {
-    let message = message.filter(|m| !m.is_empty());
-    if let e @ Error::Authorization { .. } = Error::from_code(api, code, scope, message.clone()) {
-        return e;
-    }
-    let message = match message {
-        Some(m) => format!("{what}: {m}"),
-        None => what.to_string(),
-    };
-    Error::Kafka {
-        api,
-        code,
-        message: Some(message),
-    }
+    Error::from_code_about(api, code, scope, what, message)
 }
 
 /// CreateTopics: every field the client sets exists in every version (v0+).

@@ -1205,10 +1205,7 @@ fn skip_tagged_fields(d: &mut Decoder<'_>, flexible: bool) -> std::result::Resul
 /// without this check a caller would wait for leaders that never appear.
 pub(crate) fn topic_denied(meta: &Metadata, topic: &str) -> Option<Error> {
     let t = meta.topics.get(topic)?;
-    match Error::from_code(ApiKey::Metadata, t.error, Scope::topic(topic), None) {
-        e @ Error::Authorization { .. } => Some(e),
-        _ => None,
-    }
+    Error::authorization(ApiKey::Metadata, t.error, Scope::topic(topic))
 }
 
 /// FindCoordinator for a group: v4+ batches keys (KIP-699), below one key per request.

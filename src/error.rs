@@ -388,6 +388,41 @@ impl Error {
         }
     }
 
+    /// The [`Error::Authorization`] `code` means for `scope`'s resource, or `None` when `code`
+    /// is not an authorization failure (the caller builds its own error then).
+    pub(crate) fn authorization(api: ApiKey, code: KafkaCode, scope: Scope<'_>) -> Option<Error> {
+        authorization::resource_for(code, scope).map(|resource| Error::Authorization {
+            api,
+            code,
+            resource,
+            message: None,
+        })
+    }
+
+    /// [`from_code`](Self::from_code) for one item of a batch answer (a topic, a partition):
+    /// a plain [`Error::Kafka`]'s message leads with `what`, then the broker's message; an
+    /// authorization error names its resource itself and keeps the broker's message alone.
+    pub(crate) fn from_code_about(
+        api: ApiKey,
+        code: KafkaCode,
+        scope: Scope<'_>,
+        what: &str,
+        message: Option<String>,
+    ) -> Error {
+        let message = message.filter(|m| !m.is_empty());
+        match Error::from_code(api, code, scope, message) {
+            Error::Kafka { api, code, message } => Error::Kafka {
+                api,
+                code,
+                message: Some(match message {
+                    Some(m) => format!("{what}: {m}"),
+                    None => what.to_string(),
+                }),
+            },
+            e => e,
+        }
+    }
+
     /// [`from_code`](Self::from_code) for a code that came without a broker message, where the
     /// caller has `context` of its own for a plain [`Error::Kafka`] (which partitions, which
     /// broker). An authorization error names its resource itself and keeps `message` for what

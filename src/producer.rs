@@ -834,21 +834,13 @@ enum Outcome {
 }
 
 fn produce_error(tp: &TopicPartition, code: KafkaCode, message: Option<String>) -> Error {
-    let message = message.filter(|m| !m.is_empty());
-    if let e @ Error::Authorization { .. } =
-        Error::from_code(ApiKey::Produce, code, Scope::topic(&tp.topic), message.clone())
-    {
-        return e;
-    }
-    let detail = match message {
-        Some(m) => format!("{tp}: {m}"),
-        None => tp.to_string(),
-    };
-    Error::Kafka {
-        api: ApiKey::Produce,
+    Error::from_code_about(
+        ApiKey::Produce,
         code,
-        message: Some(detail),
-    }
+        Scope::topic(&tp.topic),
+        &tp.to_string(),
+        message,
+    )
 }
 
 /// One partition's answer as an [`Outcome`].

@@ -1045,14 +1045,11 @@ impl GroupMember {
     /// coordinator denied it, [`Error::Group`] otherwise.
     fn group_error(&self, api: ApiKey, code: KafkaCode) -> Error {
         let group = &self.config.group_id;
-        match Error::from_code(api, code, Scope::group(group), None) {
-            e @ Error::Authorization { .. } => e,
-            _ => Error::Group {
-                group: group.clone(),
-                code,
-                during: api.name(),
-            },
-        }
+        Error::authorization(api, code, Scope::group(group)).unwrap_or_else(|| Error::Group {
+            group: group.clone(),
+            code,
+            during: api.name(),
+        })
     }
 
     fn on_request_error(&mut self, e: Error, during: &str, deadline: Instant) -> Result<()> {
