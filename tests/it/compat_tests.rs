@@ -779,18 +779,6 @@ mod secure {
             "{n} re-authentications in {:?}, expected {low}..={high}",
             o.elapsed
         );
-        let log_path = b.dir().join("node-1/broker.log");
-        let log = std::fs::read_to_string(&log_path).unwrap();
-        assert!(
-            log.lines()
-                .any(|l| l.contains("DEBUG") && l.contains("kafka.network.Processor")),
-            "{}: no debug line of kafka.network.Processor; the check below would prove nothing",
-            log_path.display()
-        );
-        let expired: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("Disconnecting expired channel"))
-            .collect();
-        assert!(expired.is_empty(), "closed by the broker: {expired:#?}");
+        crate::reauth_tests::assert_no_expired_channel(b.dir());
     }
 }

@@ -246,19 +246,7 @@ fn static_members_keep_their_session_across_reauthentication(version: &str) {
     // No connection of any kind (the members', fetch, produce, metadata) was closed by the
     // broker for a request after its session ended. The broker logs that at debug, which
     // `scripts/kafka --reauth-ms` turns on for its network processors.
-    let log_path = b.dir().join("node-1/broker.log");
-    let log = std::fs::read_to_string(&log_path).unwrap();
-    assert!(
-        log.lines()
-            .any(|l| l.contains("DEBUG") && l.contains("kafka.network.Processor")),
-        "{}: no debug line of kafka.network.Processor; the check below would prove nothing",
-        log_path.display()
-    );
-    let expired: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("Disconnecting expired channel"))
-        .collect();
-    assert!(expired.is_empty(), "closed by the broker: {expired:#?}");
+    assert_no_expired_channel(b.dir());
     // Every OAUTHBEARER authentication asked the provider: each re-authentication and the
     // first authentication of each connection (the member's two, the client's, fetch, produce).
     let oauth = &outcomes[1].1.metrics;
@@ -279,4 +267,23 @@ fn static_members_keep_their_session_across_reauthentication_on_the_version_unde
 #[test]
 fn static_members_keep_their_session_across_reauthentication_on_3_9() {
     static_members_keep_their_session_across_reauthentication("3.9");
+}
+
+/// Asserts that the broker whose run directory is `dir` closed no connection for a request
+/// after its session ended ("Disconnecting expired channel", logged at debug, which
+/// `scripts/kafka --reauth-ms` turns on for its network processors).
+pub(crate) fn assert_no_expired_channel(dir: &std::path::Path) {
+    let log_path = dir.join("node-1/broker.log");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("DEBUG") && l.contains("kafka.network.Processor")),
+        "{}: no debug line of kafka.network.Processor; the check below would prove nothing",
+        log_path.display()
+    );
+    let expired: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Disconnecting expired channel"))
+        .collect();
+    assert!(expired.is_empty(), "closed by the broker: {expired:#?}");
 }
