@@ -173,7 +173,9 @@ impl Accumulator {
         }
         if !(0..count).contains(&p) {
             // Only reachable with a topic of no partitions, which add_topic never registers.
-            return Err(Error::NoBroker(format!("{}-{p} has no metadata", r.topic)));
+            return Err(Error::NoLeader {
+                partition: TopicPartition::new(r.topic, p),
+            });
         }
         let queue = t.queues.entry(p).or_default();
         let open = match queue.back_mut() {
@@ -388,12 +390,10 @@ pub(super) fn encode_batch(
     if compression == Compression::Zstd {
         versions::check(&ZSTD_COMPRESSION, bv)?;
     }
-    // The crate's error type has no records variant; the broker's code for "this message
-    // format cannot do that" describes the failure best.
-    records::encode(&b.records, compression, magic).map_err(|e| Error::Kafka {
-        api: ApiKey::Produce,
-        code: KafkaCode::UnsupportedForMessageFormat,
-        message: Some(format!("{tp}: cannot encode records as magic {magic}: {e}")),
+    records::encode(&b.records, compression, magic).map_err(|source| Error::NotEncodable {
+        partition: tp.clone(),
+        magic,
+        source,
     })
 }
 
@@ -581,6 +581,21 @@ mod tests {
     }
 
     #[test]
+    fn a_topic_without_partitions_has_no_leader_to_send_to() {
+        let mut acc = acc_with("t", &[1], 1 << 20);
+        acc.topics.insert("empty".into(), TopicState::default());
+        let e = acc
+            .append(rec("empty", None, "v"), 10, Instant::now())
+            .unwrap_err();
+        match &e {
+            Error::NoLeader { partition } => assert_eq!(partition, &TopicPartition::new("empty", 0)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.to_string(), "empty-0: no leader is known for this partition");
+        assert_eq!(acc.pending, 0);
+    }
+
+    #[test]
     fn a_deleted_topic_loses_its_leaders() {
         let mut acc = acc_with("t", &[1, 2], 1 << 20);
         let mut m = metadata("t", &[]);
@@ -651,6 +666,26 @@ mod tests {
             "{e}"
         );
         let new: BrokerVersions = [(ApiKey::Produce.key(), VersionRange::new(0, 11))].into();
+        // What the capability checks let through but the legacy format cannot carry is the
+        // encoder's refusal, named as such (not dressed up as a broker code).
+        let e = encode_batch(b, &tp, Compression::None, 1, &new).unwrap_err();
+        match &e {
+            Error::NotEncodable {
+                partition,
+                magic: 1,
+                source: records::RecordsError::Unsupported(why),
+            } => {
+                assert_eq!(partition, &tp);
+                assert!(why.contains("headers"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.kafka_code(), None);
+        assert!(
+            e.to_string()
+                .starts_with("t-0: the leader's record format (magic 1)"),
+            "{e}"
+        );
         let bytes = encode_batch(b, &tp, Compression::Zstd, 2, &new).unwrap();
         let decoded = records::decode(&bytes, &Default::default()).unwrap();
         assert_eq!(

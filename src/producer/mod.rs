@@ -59,7 +59,7 @@ use accumulator::{Accumulator, Plan};
 use bytes::Bytes;
 use config::{ProducerConfig, SINGLE_BATCH_OVERHEAD};
 use request::{outcomes, pack, produce_error, LastError, Outcome};
-use sender::Work;
+use sender::{Sent, Work};
 use std::time::{Duration, Instant};
 
 impl Client {
@@ -70,10 +70,10 @@ impl Client {
 }
 
 /// What [`Producer::prepare`] makes of a plan: requests per broker, batches refused for good
-/// and batches whose broker could not be reached.
+/// (with the one error that refused them) and batches whose broker could not be reached.
 type Prepared = (
     Vec<Work>,
-    Vec<(TopicPartition, Error)>,
+    Vec<(Vec<TopicPartition>, Error)>,
     Vec<(TopicPartition, String)>,
 );
 
@@ -113,13 +113,11 @@ impl Producer {
     pub fn send(&mut self, record: ProducerRecord) -> Result<()> {
         let size = record.size();
         if size + SINGLE_BATCH_OVERHEAD > self.config.max_request_size {
-            return Err(Error::Kafka {
-                api: ApiKey::Produce,
-                code: KafkaCode::MessageTooLarge,
-                message: Some(format!(
-                    "a record of about {size} bytes for topic {} does not fit in max.request.size {}",
-                    record.topic, self.config.max_request_size
-                )),
+            return Err(Error::RecordTooLarge {
+                topic: record.topic,
+                size,
+                max: self.config.max_request_size,
+                property: "max.request.size",
             });
         }
         if !self.acc.topics.contains_key(&record.topic) {
@@ -287,9 +285,14 @@ impl Producer {
                 continue;
             }
             let (works, refused, unreachable) = self.prepare(plan);
-            for (tp, e) in refused {
-                self.acc.pop(&tp);
+            for (tps, e) in refused {
+                for tp in &tps {
+                    self.acc.pop(tp);
+                }
                 note_failure(e, &mut first);
+                for tp in tps.iter().skip(1) {
+                    log::warn!("producer: {tp}: dropped for the same reason");
+                }
             }
             let mut refresh = leaderless;
             for (tp, why) in unreachable {
@@ -302,7 +305,23 @@ impl Producer {
                     &mut first,
                 );
             }
-            for (tps, result) in sender::execute(&self.client, self.config.acks, works) {
+            for sent in sender::execute(&self.client, self.config.acks, works) {
+                let (tps, result) = match sent {
+                    Sent::Answered(tps, result) => (tps, result),
+                    Sent::Skipped(tps, why) => {
+                        for tp in &tps {
+                            refresh |= self.settle(
+                                tp,
+                                Outcome::Retry {
+                                    refresh: true,
+                                    error: LastError::Other(why.clone()),
+                                },
+                                &mut first,
+                            );
+                        }
+                        continue;
+                    }
+                };
                 match result {
                     Ok(Some(resp)) => {
                         if resp.throttle_time_ms > 0 {
@@ -413,16 +432,9 @@ impl Producer {
                     continue;
                 }
                 Err(e) => {
-                    // No Produce version in common: nothing will change that. Only the first
-                    // error is returned, so it gets the original.
-                    let message = e.to_string();
-                    let mut original = Some(e);
-                    for tp in tps {
-                        let e = original
-                            .take()
-                            .unwrap_or_else(|| Error::NoBroker(format!("{tp}: broker {leader}: {message}")));
-                        refused.push((tp, e));
-                    }
+                    // No Produce version in common: nothing will change that. One error for
+                    // all of the broker's partitions, as only the first error is returned.
+                    refused.push((tps, e));
                     continue;
                 }
             };
@@ -432,7 +444,7 @@ impl Producer {
             for tp in tps {
                 match self.acc.encode_front(&tp, compression, magic, &bv) {
                     Some(Ok(bytes)) => encoded.push((tp, bytes)),
-                    Some(Err(e)) => refused.push((tp, e)),
+                    Some(Err(e)) => refused.push((vec![tp], e)),
                     None => {}
                 }
             }
@@ -595,7 +607,20 @@ mod tests {
     fn oversized_records_are_refused_before_any_network_call() {
         let mut p = builder().max_request_size(1000).build().unwrap();
         let e = p.send(ProducerRecord::new("t", vec![0u8; 1000])).unwrap_err();
-        assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge), "{e}");
+        // A local refusal, not the broker's MESSAGE_TOO_LARGE.
+        match &e {
+            Error::RecordTooLarge {
+                topic,
+                size,
+                max: 1000,
+                property: "max.request.size",
+            } => {
+                assert_eq!(topic, "t");
+                assert!(*size > 1000, "{size}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.kafka_code(), None);
         assert!(e.to_string().contains("max.request.size 1000"), "{e}");
         // The batch limit leaves room for the request around it.
         assert_eq!(

@@ -5,7 +5,7 @@
 use super::record::Acks;
 use super::request::magic_for;
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::group::TopicPartition;
 use crate::protocol::messages::{ProduceRequest, ProduceResponse};
 
@@ -16,17 +16,23 @@ pub(super) struct Work {
     pub(super) requests: Vec<(ProduceRequest, Vec<TopicPartition>)>,
 }
 
-/// The answer to one request: the response (`None` for `acks=0`) or the error that stopped it.
-pub(super) type Sent = (Vec<TopicPartition>, Result<Option<ProduceResponse>>);
+/// What became of one request, with the partitions it carries.
+pub(super) enum Sent {
+    /// Sent: the response (`None` for `acks=0`) or the error that stopped it.
+    Answered(Vec<TopicPartition>, Result<Option<ProduceResponse>>),
+    /// Not sent, because the broker's connection broke on an earlier request of the round;
+    /// says how.
+    Skipped(Vec<TopicPartition>, String),
+}
 
 /// Sends a broker's requests one after the other; after a broken connection the rest are
-/// reported as failed with a copy of that error, not sent.
+/// reported as skipped, not sent.
 pub(super) fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
     let mut out = Vec::with_capacity(work.requests.len());
     let mut broken: Option<String> = None;
     for (req, tps) in work.requests {
         if let Some(why) = &broken {
-            out.push((tps, Err(Error::NoBroker(why.clone()))));
+            out.push(Sent::Skipped(tps, why.clone()));
             continue;
         }
         let version = work.version;
@@ -46,10 +52,13 @@ pub(super) fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
         };
         if let Err(e) = &result {
             if e.is_unreachable() {
-                broken = Some(format!("broker {}: {e}", work.leader));
+                broken = Some(format!(
+                    "not sent: the connection to broker {} broke on an earlier request: {e}",
+                    work.leader
+                ));
             }
         }
-        out.push((tps, result));
+        out.push(Sent::Answered(tps, result));
     }
     out
 }
