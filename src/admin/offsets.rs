@@ -3,8 +3,8 @@
 
 use super::{kafka_error, Admin, GroupDescription};
 use crate::authorization::Scope;
-use crate::client::{time_left, topic_denied, Metadata};
-use crate::consumer::offsets;
+use crate::client::time_left;
+use crate::consumer::offsets::{self, UnknownTopic};
 use crate::error::Result;
 use crate::group::{Assignment, TopicPartition};
 use crate::protocol::ApiKey;
@@ -105,9 +105,12 @@ impl Admin {
         deadline: Instant,
     ) -> Result<Option<String>> {
         let meta = self.client.refresh_metadata_by(Some(topics), deadline)?;
-        let (by_leader, unled) = by_leader(&meta, left, spec.timestamp())?;
-        let mut problem = unled.map(|tp| format!("{tp}: no leader"));
-        for (leader, targets) in by_leader {
+        // No leader epoch: an admin query has no position for a stale leader to corrupt. The
+        // caller named the topics, so one the cluster does not know is an error at once.
+        let targets =
+            offsets::list_offsets_targets(&meta, left.iter(), spec.timestamp(), false, UnknownTopic::Fail)?;
+        let mut problem = targets.unled.last().map(|tp| format!("{tp}: no leader"));
+        for (leader, targets) in targets.by_leader {
             let answers = match self.list_offsets_at(leader, &targets, spec, deadline) {
                 Ok(answers) => answers,
                 Err(e) if e.is_unreachable() => {
@@ -265,51 +268,6 @@ impl Admin {
     }
 }
 
-/// Groups the partitions in `left` by leader with the ListOffsets target (timestamp, no leader
-/// epoch: an admin query has no position for a stale leader to corrupt). Returns a partition
-/// without a leader yet, if any, for the retry message; a topic the metadata does not know is
-/// an error.
-#[allow(clippy::type_complexity)]
-fn by_leader(
-    meta: &Metadata,
-    left: &BTreeSet<TopicPartition>,
-    timestamp: i64,
-) -> Result<(
-    BTreeMap<i32, BTreeMap<TopicPartition, (i64, i32)>>,
-    Option<TopicPartition>,
-)> {
-    let mut out: BTreeMap<i32, BTreeMap<TopicPartition, (i64, i32)>> = BTreeMap::new();
-    let mut unled = None;
-    for tp in left {
-        let topic = meta.topics.get(&tp.topic);
-        if let Some(t) = topic.filter(|t| t.error == KafkaCode::UnknownTopicOrPartition) {
-            return Err(kafka_error(
-                ApiKey::ListOffsets,
-                t.error,
-                Scope::topic(&tp.topic),
-                &format!("topic {}", tp.topic),
-                None,
-            ));
-        }
-        // Denied topics have no partitions: without this the call would wait for leaders
-        // until its timeout.
-        if let Some(e) = topic_denied(meta, &tp.topic) {
-            return Err(e);
-        }
-        let leader = topic
-            .and_then(|t| t.partitions.iter().find(|p| p.partition == tp.partition))
-            .map(|p| p.leader)
-            .filter(|&l| l >= 0);
-        match leader {
-            Some(l) => {
-                out.entry(l).or_default().insert(tp.clone(), (timestamp, -1));
-            }
-            None => unled = Some(tp.clone()),
-        }
-    }
-    Ok((out, unled))
-}
-
 /// OffsetFetch for everything `group` committed: the consumer's request with the topic list
 /// null (v2+: all topics), or naming `partitions` for coordinators before v2.
 fn group_offsets_request(
@@ -349,7 +307,6 @@ fn lag_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
     use crate::protocol::Message;
 
     fn versions(api: ApiKey) -> std::ops::RangeInclusive<i16> {
@@ -427,62 +384,6 @@ mod tests {
                     lag: None
                 },
             ]
-        );
-    }
-
-    #[test]
-    fn list_offsets_targets_go_to_each_leader() {
-        use crate::client::{PartitionMetadata, TopicMetadata};
-        let partition = |p, leader| PartitionMetadata {
-            partition: p,
-            leader,
-            leader_epoch: 3,
-            replicas: [].into(),
-            isr: [].into(),
-            error: KafkaCode::None,
-        };
-        let topic = |name: &str, error, partitions| {
-            std::sync::Arc::new(TopicMetadata {
-                name: name.into(),
-                id: crate::protocol::Uuid::NIL,
-                error,
-                internal: false,
-                partitions,
-            })
-        };
-        let mut meta = Metadata::default();
-        meta.topics.insert(
-            "t".into(),
-            topic(
-                "t",
-                KafkaCode::None,
-                vec![partition(0, 1), partition(1, 2), partition(2, -1)],
-            ),
-        );
-        meta.topics.insert(
-            "gone".into(),
-            topic("gone", KafkaCode::UnknownTopicOrPartition, vec![]),
-        );
-        let tp = |t: &str, p| TopicPartition::new(t, p);
-        let left: BTreeSet<_> = [tp("t", 0), tp("t", 1), tp("t", 2)].into_iter().collect();
-        let (by, unled) = by_leader(&meta, &left, -1).unwrap();
-        assert_eq!(by[&1][&tp("t", 0)], (-1, -1));
-        assert_eq!(by[&2][&tp("t", 1)], (-1, -1));
-        assert_eq!(unled, Some(tp("t", 2)));
-        let left: BTreeSet<_> = [tp("gone", 0)].into_iter().collect();
-        let e = by_leader(&meta, &left, -2).unwrap_err();
-        assert_eq!(e.kafka_code(), Some(KafkaCode::UnknownTopicOrPartition));
-        assert!(e.to_string().contains("topic gone"), "{e}");
-        // A denied topic has no partitions: an error at once, not a wait for leaders.
-        meta.topics.insert(
-            "denied".into(),
-            topic("denied", KafkaCode::TopicAuthorizationFailed, vec![]),
-        );
-        let left: BTreeSet<_> = [tp("t", 0), tp("denied", 0)].into_iter().collect();
-        let e = by_leader(&meta, &left, -1).unwrap_err();
-        assert!(
-            matches!(&e, Error::Authorization { api: ApiKey::Metadata, resource: crate::Resource::Topic(t), .. } if t == "denied"),
-            "{e:?}"
         );
     }
 }
