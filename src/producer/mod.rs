@@ -23,6 +23,13 @@
 //! Brokers before 0.11 (Produce below v3) get legacy message sets: magic 1 for Produce v2,
 //! magic 0 for v0 and v1; record headers need Produce v3 and zstd Produce v7.
 //!
+//! Inside, one file a job: `record` ([`ProducerRecord`], [`Acks`]), `partitioner` (murmur2),
+//! `config` and `builder` (settings, checked before any network call), `accumulator` (pending
+//! batches per partition, sticky partitions, the plan of what goes to which leader; pure),
+//! `request` (Produce requests packed below `max.request.size` and answers read per
+//! partition; pure), `sender` (each leader's requests on the network). This file ties them
+//! together: send, flush, retries.
+//!
 //! ```no_run
 //! use kafka_group::producer::{Acks, ProducerRecord};
 //! use kafka_group::Client;
