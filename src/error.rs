@@ -8,6 +8,7 @@ use crate::authorization::{self, Resource, Scope};
 use crate::group::TopicPartition;
 use crate::net::releases;
 use crate::protocol::{ApiKey, DecodeError, EncodeError, VersionRange};
+use crate::records::RecordsError;
 use crate::KafkaCode;
 use std::fmt;
 use std::io;
@@ -167,6 +168,36 @@ pub enum Error {
     },
     /// No broker could be reached or none is known for what was asked.
     NoBroker(String),
+    /// A record is too large for a limit the client knows before sending it (a broker's own
+    /// `MESSAGE_TOO_LARGE` answer is an [`Error::Kafka`]): it was refused at once, not sent,
+    /// since no retry could make it fit.
+    RecordTooLarge {
+        /// The record's topic.
+        topic: String,
+        /// The record's estimated size in a batch, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        max: usize,
+        /// The setting the limit comes from, e.g. `max.request.size`.
+        property: &'static str,
+    },
+    /// Records could not be written in the record format the partition's leader speaks (the
+    /// legacy message sets of brokers before 0.11, magic 0 and 1, cannot carry everything a
+    /// record batch can). Not retried: the same broker would need the same format again.
+    NotEncodable {
+        /// The partition the records were for.
+        partition: TopicPartition,
+        /// The record format (magic byte) the broker's Produce version needs.
+        magic: i8,
+        /// What the encoder refused.
+        source: RecordsError,
+    },
+    /// The producer knows no leader for a partition it has records for: the metadata lists no
+    /// such partition, or none with a leader.
+    NoLeader {
+        /// The partition.
+        partition: TopicPartition,
+    },
     /// Another process joined the group with this member's `group.instance.id`; the member
     /// stopped and will not rejoin (two processes sharing an instance id would otherwise fence
     /// each other forever).
@@ -297,6 +328,17 @@ impl fmt::Display for Error {
                 write!(f, "TLS with {addr} failed: {}", tls_explanation(addr, source.as_ref()))
             }
             Error::NoBroker(m) => write!(f, "no broker available: {m}"),
+            Error::RecordTooLarge { topic, size, max, property } => write!(
+                f,
+                "a record of about {size} bytes for topic {topic} does not fit in {property} {max} (with \
+                 the request around it); it was not sent: raise {property} or send a smaller record"
+            ),
+            Error::NotEncodable { partition, magic, source } => write!(
+                f,
+                "{partition}: the leader's record format (magic {magic}) cannot carry these records: \
+                 {source}; they were not sent"
+            ),
+            Error::NoLeader { partition } => write!(f, "{partition}: no leader is known for this partition"),
             Error::Fenced { group, instance_id } => write!(
                 f,
                 "group {group}: fenced: another process uses group.instance.id {instance_id:?}; this member \
@@ -340,6 +382,7 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             Error::Encode { source, .. } => Some(source),
             Error::Decode { source, .. } => Some(source),
+            Error::NotEncodable { source, .. } => Some(source),
             Error::Timeout { last: Some(last), .. } => Some(last.as_ref()),
             Error::Tls { source, .. } => Some(source.as_ref()),
             Error::TokenProvider { source } => Some(source.as_ref()),
@@ -463,7 +506,10 @@ impl Error {
     /// the same one later, may answer. A TLS failure is not among them: the certificates and
     /// settings that made it are the same for every broker and every try.
     pub(crate) fn is_unreachable(&self) -> bool {
-        (self.breaks_connection() && !matches!(self, Error::Tls { .. })) || matches!(self, Error::NoBroker(_))
+        // A partition without a leader is the same condition seen from the metadata: wait for
+        // it to show one.
+        (self.breaks_connection() && !matches!(self, Error::Tls { .. }))
+            || matches!(self, Error::NoBroker(_) | Error::NoLeader { .. })
     }
 
     /// Whether the same request may work later: lost connections, moving coordinators, unknown

@@ -9,7 +9,7 @@
 //! numbers, so the output can be grepped.
 
 use kafka_group::group::{GroupEvent, TopicPartition};
-use kafka_group::{Admin, Client, Consumer, NewTopic, OffsetReset, ProducerRecord};
+use kafka_group::{Client, Consumer, NewTopic, OffsetReset, ProducerRecord};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -363,7 +363,9 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
 
     // 1. A topic and records.
     let t = Instant::now();
-    Admin::new(&setup).create_topics(&[NewTopic::new(&topic, s.partitions, 1)], STEP_TIMEOUT)?;
+    setup
+        .admin()
+        .create_topics(&[NewTopic::new(&topic, s.partitions, 1)], STEP_TIMEOUT)?;
     writeln!(
         out,
         "topic {topic}: {} partitions, created in {} ms",

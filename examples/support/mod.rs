@@ -3,7 +3,7 @@
 // Each example uses the helpers it needs; the ones it does not are not dead code.
 #![allow(dead_code)]
 
-use kafka_group::{Admin, Client, NewTopic, OffsetReset};
+use kafka_group::{Client, NewTopic, OffsetReset};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -145,7 +145,9 @@ pub fn client(bootstrap: &str, client_id: &str) -> Result<Client, BoxError> {
 /// [`unique_name`]) and returns its name.
 pub fn create_topic(client: &Client, prefix: &str, partitions: i32) -> Result<String, BoxError> {
     let name = unique_name(prefix);
-    Admin::new(client).create_topics(&[NewTopic::new(&name, partitions, 1)], Duration::from_secs(30))?;
+    client
+        .admin()
+        .create_topics(&[NewTopic::new(&name, partitions, 1)], Duration::from_secs(30))?;
     Ok(name)
 }
 

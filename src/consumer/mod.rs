@@ -602,24 +602,12 @@ impl Consumer {
                 }
                 Err(e) => return Err(e),
             };
-            force = false;
-            let mut by_leader: BTreeMap<i32, BTreeMap<TopicPartition, (i64, i32)>> = BTreeMap::new();
-            for tp in &left {
-                match leader_of(&meta, tp) {
-                    Some((leader, epoch, _)) => {
-                        by_leader
-                            .entry(leader)
-                            .or_default()
-                            .insert(tp.clone(), (timestamp, epoch));
-                    }
-                    None => {
-                        if let Some(e) = topic_denied(&meta, &tp.topic) {
-                            return Err(e);
-                        }
-                        force = true;
-                    }
-                }
-            }
+            // With the leader epoch: the answer becomes a position, which a stale leader must
+            // not give. Partitions without a leader wait for fresher metadata.
+            let targets =
+                offsets::list_offsets_targets(&meta, &left, timestamp, true, offsets::UnknownTopic::Wait)?;
+            force = !targets.unled.is_empty();
+            let by_leader = targets.by_leader;
             let mut last_problem = None;
             for (leader, targets) in by_leader {
                 let mut version = 0;

@@ -11,6 +11,9 @@
 //! - ListOffsets: v0 answers a list of offsets (`max_num_offsets` 1), v1+ one offset; v2+ has
 //!   the isolation level; v4+ the current leader epoch.
 
+use crate::authorization::Scope;
+use crate::client::{topic_denied, Metadata};
+use crate::error::{Error, Result};
 use crate::group::action::{classify, GroupAction};
 use crate::group::{Generation, TopicPartition};
 use crate::protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -24,7 +27,7 @@ use crate::protocol::messages::{
     ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
     OffsetFetchResponse,
 };
-use crate::protocol::KafkaStr;
+use crate::protocol::{ApiKey, KafkaStr};
 use crate::KafkaCode;
 use std::collections::BTreeMap;
 
@@ -269,6 +272,78 @@ pub(crate) fn offset_fetch_result(
         Some(failure) => Err(failure),
         None => Ok(out),
     }
+}
+
+/// What a caller of ListOffsets does with a topic the metadata says does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnknownTopic {
+    /// Fail at once with `UNKNOWN_TOPIC_OR_PARTITION` (an admin query names the topics itself).
+    Fail,
+    /// Count its partitions as not led yet, to be retried (a consumer's assignment may name a
+    /// topic that is being created, or that this broker has not heard of yet).
+    Wait,
+}
+
+/// Where each partition's ListOffsets goes: per leader, per partition `(timestamp, leader
+/// epoch)`, the targets [`list_offsets_request`] takes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct LeaderTargets {
+    /// Leader broker id → its partitions' targets.
+    pub by_leader: BTreeMap<i32, BTreeMap<TopicPartition, (i64, i32)>>,
+    /// Partitions with no leader in the metadata (none elected yet, or not known), in order.
+    pub unled: Vec<TopicPartition>,
+}
+
+/// Groups `partitions` by their leader in `meta`, each asking for the offset at `timestamp`
+/// (-2 earliest, -1 latest). `leader_epoch` sends the metadata's leader epoch (v4+) so that a
+/// stale leader rejects the request (a consumer positions itself with the answer); without it
+/// -1. A topic the principal may not describe is an error at once (such a topic has no
+/// partitions, so waiting for leaders would only time out); an unknown topic as `unknown` says.
+/// The one ListOffsets-by-leader rule, shared by the consumer's resets and [`Admin`].
+///
+/// [`Admin`]: crate::Admin
+pub(crate) fn list_offsets_targets<'a>(
+    meta: &Metadata,
+    partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    timestamp: i64,
+    leader_epoch: bool,
+    unknown: UnknownTopic,
+) -> Result<LeaderTargets> {
+    let mut out = LeaderTargets::default();
+    for tp in partitions {
+        let topic = meta.topics.get(&tp.topic);
+        if unknown == UnknownTopic::Fail {
+            if let Some(t) = topic.filter(|t| t.error == KafkaCode::UnknownTopicOrPartition) {
+                return Err(Error::from_code_about(
+                    ApiKey::ListOffsets,
+                    t.error,
+                    Scope::topic(&tp.topic),
+                    &format!("topic {}", tp.topic),
+                    None,
+                ));
+            }
+        }
+        // A partition error with a leader (e.g. REPLICA_NOT_AVAILABLE) does not stop it.
+        let led = topic
+            .and_then(|t| t.partitions.iter().find(|p| p.partition == tp.partition))
+            .filter(|p| p.leader >= 0);
+        match led {
+            Some(p) => {
+                let epoch = if leader_epoch { p.leader_epoch } else { -1 };
+                out.by_leader
+                    .entry(p.leader)
+                    .or_default()
+                    .insert(tp.clone(), (timestamp, epoch));
+            }
+            None => {
+                if let Some(e) = topic_denied(meta, &tp.topic) {
+                    return Err(e);
+                }
+                out.unled.push(tp.clone());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A ListOffsets asking, per partition, for the offset at a timestamp (-2 earliest, -1
@@ -643,6 +718,77 @@ mod tests {
             let r = list_offsets_result(v, &resp);
             assert_eq!(r[&tp("a", 0)], Ok(17));
             assert_eq!(r[&tp("a", 1)], Err(KafkaCode::NotLeaderOrFollower));
+        }
+    }
+
+    #[test]
+    fn list_offsets_targets_go_to_each_leader() {
+        use crate::client::{PartitionMetadata, TopicMetadata};
+        use std::collections::BTreeSet;
+        let partition = |p, leader| PartitionMetadata {
+            partition: p,
+            leader,
+            leader_epoch: 3,
+            replicas: [].into(),
+            isr: [].into(),
+            error: KafkaCode::None,
+        };
+        let topic = |name: &str, error, partitions| {
+            std::sync::Arc::new(TopicMetadata {
+                name: name.into(),
+                id: crate::protocol::Uuid::NIL,
+                error,
+                internal: false,
+                partitions,
+            })
+        };
+        let mut meta = Metadata::default();
+        meta.topics.insert(
+            "t".into(),
+            topic(
+                "t",
+                KafkaCode::None,
+                vec![partition(0, 1), partition(1, 2), partition(2, -1)],
+            ),
+        );
+        meta.topics.insert(
+            "gone".into(),
+            topic("gone", KafkaCode::UnknownTopicOrPartition, vec![]),
+        );
+        let tp = |t: &str, p| TopicPartition::new(t, p);
+        let left: BTreeSet<_> = [tp("t", 0), tp("t", 1), tp("t", 2)].into_iter().collect();
+        // The admin's way: no leader epoch, unknown topics fail.
+        let admin = |meta: &Metadata, left: &BTreeSet<TopicPartition>, ts| {
+            list_offsets_targets(meta, left, ts, false, UnknownTopic::Fail)
+        };
+        let LeaderTargets { by_leader: by, unled } = admin(&meta, &left, -1).unwrap();
+        assert_eq!(by[&1][&tp("t", 0)], (-1, -1));
+        assert_eq!(by[&2][&tp("t", 1)], (-1, -1));
+        assert_eq!(unled, vec![tp("t", 2)]);
+        // The consumer's way: the leader epoch goes along, and an unknown topic is waited for.
+        let left: BTreeSet<_> = [tp("t", 0), tp("t", 2), tp("gone", 0)].into_iter().collect();
+        let c = list_offsets_targets(&meta, &left, -2, true, UnknownTopic::Wait).unwrap();
+        assert_eq!(c.by_leader.len(), 1);
+        assert_eq!(c.by_leader[&1][&tp("t", 0)], (-2, 3));
+        assert_eq!(c.unled, vec![tp("gone", 0), tp("t", 2)]);
+        let left: BTreeSet<_> = [tp("gone", 0)].into_iter().collect();
+        let e = admin(&meta, &left, -2).unwrap_err();
+        assert_eq!(e.kafka_code(), Some(KafkaCode::UnknownTopicOrPartition));
+        assert!(e.to_string().contains("topic gone"), "{e}");
+        // A denied topic has no partitions: an error at once, not a wait for leaders.
+        meta.topics.insert(
+            "denied".into(),
+            topic("denied", KafkaCode::TopicAuthorizationFailed, vec![]),
+        );
+        let left: BTreeSet<_> = [tp("t", 0), tp("denied", 0)].into_iter().collect();
+        for e in [
+            admin(&meta, &left, -1).unwrap_err(),
+            list_offsets_targets(&meta, &left, -1, true, UnknownTopic::Wait).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&e, Error::Authorization { api: ApiKey::Metadata, resource: crate::Resource::Topic(t), .. } if t == "denied"),
+                "{e:?}"
+            );
         }
     }
 }

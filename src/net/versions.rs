@@ -61,6 +61,18 @@ pub const REMOVE_MEMBERS_BY_INSTANCE_ID: Capability = Capability {
     needs: &[(ApiKey::LeaveGroup, 3)],
 };
 
+/// Record headers exist from the record batch format (magic 2), which Produce v3 brings.
+pub const RECORD_HEADERS: Capability = Capability {
+    name: "record headers",
+    needs: &[(ApiKey::Produce, 3)],
+};
+
+/// zstd compression (KIP-110) needs Produce v7.
+pub const ZSTD_COMPRESSION: Capability = Capability {
+    name: "zstd compression",
+    needs: &[(ApiKey::Produce, 7)],
+};
+
 /// Checks that the broker has every API version `cap` needs; one error lists all that are
 /// missing, the oldest Kafka release that has them, and the release the broker looks like.
 pub fn check(cap: &Capability, broker: &BrokerVersions) -> Result<(), Error> {

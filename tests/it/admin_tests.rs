@@ -3,7 +3,7 @@
 
 use crate::support;
 use kafka_group::protocol::ApiKey;
-use kafka_group::{Admin, Client, Error, KafkaCode, NewTopic};
+use kafka_group::{Client, Error, KafkaCode, NewTopic};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -18,7 +18,7 @@ fn client() -> Client {
 #[test]
 fn create_topic_waits_for_leaders_then_delete_removes_it() {
     let client = client();
-    let admin = Admin::new(&client);
+    let admin = client.admin();
     let name = support::unique_name("admin-topic");
     let topic = NewTopic::new(&name, 6, 1).config("retention.ms", "600000");
 
@@ -71,7 +71,7 @@ fn create_topic_waits_for_leaders_then_delete_removes_it() {
 
 #[test]
 fn create_topics_if_missing_creates_what_is_missing() {
-    let admin = Admin::new(&client());
+    let admin = client().admin();
     let existing = support::unique_name("admin-existing");
     let missing = support::unique_name("admin-missing");
     admin
@@ -90,7 +90,7 @@ fn create_topics_if_missing_creates_what_is_missing() {
 
 #[test]
 fn an_unknown_group_is_dead_and_empty() {
-    let admin = Admin::new(&client());
+    let admin = client().admin();
     let group = support::unique_name("admin-no-such-group");
     let d = admin.describe_group(&group).unwrap();
     assert_eq!(d.group_id, group);
@@ -100,7 +100,7 @@ fn an_unknown_group_is_dead_and_empty() {
 
 #[test]
 fn list_groups_answers_from_every_broker() {
-    let groups = Admin::new(&client()).list_groups().unwrap();
+    let groups = client().admin().list_groups().unwrap();
     // Merged and sorted by id, so no group appears twice.
     assert!(
         groups.windows(2).all(|w| w[0].group_id < w[1].group_id),
@@ -110,7 +110,7 @@ fn list_groups_answers_from_every_broker() {
 
 #[test]
 fn removing_an_unknown_instance_reports_it_per_member() {
-    let admin = Admin::new(&client());
+    let admin = client().admin();
     let group = support::unique_name("admin-remove");
     assert!(admin.remove_members(&group, &[]).unwrap().is_empty());
     // Both the classic and the KIP-848 coordinator (3.9, 4.x) answer per member.
@@ -132,7 +132,7 @@ fn offsets_and_lag(direct: &Client, via: &Client, old: bool) {
         let values: Vec<String> = (0..10).map(|i| format!("{p}-{i}")).collect();
         produce(direct, &topic, p, &values);
     }
-    let admin = Admin::new(via);
+    let admin = via.admin();
     let tp = |p| TopicPartition::new(&topic, p);
     let all = [tp(0), tp(1), tp(2)];
     let each = |o: i64| all.iter().map(|t| (t.clone(), o)).collect::<BTreeMap<_, _>>();
@@ -201,7 +201,7 @@ fn offsets_and_lag(direct: &Client, via: &Client, old: bool) {
     let unknown = support::unique_name("admin-no-such-group");
     assert!(admin.group_offsets(&unknown).unwrap().is_empty());
     assert!(admin.group_lag(&unknown).unwrap().is_empty());
-    Admin::new(direct).delete_topics(&[&topic], TIMEOUT).unwrap();
+    direct.admin().delete_topics(&[&topic], TIMEOUT).unwrap();
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn describe_shows_static_members_and_removal_rebalances_at_once() {
     const SESSION: Duration = Duration::from_secs(30);
     let bootstrap = support::broker::shared().bootstrap();
     let client = client();
-    let admin = Admin::new(&client);
+    let admin = client.admin();
     let topic = topic_with_partitions(&client, 6);
     let group = support::unique_name("admin-static");
     let mut ms: Vec<Running> = three_converged(|instance| {

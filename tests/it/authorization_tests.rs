@@ -21,8 +21,7 @@ use kafka_group::protocol::messages::{
 };
 use kafka_group::protocol::{ApiKey, Message, Request};
 use kafka_group::{
-    Admin, Client, Error, KafkaCode, NewTopic, OffsetReset, OffsetSpec, ProducerRecord, Resource,
-    SecurityProtocol,
+    Client, Error, KafkaCode, NewTopic, OffsetReset, OffsetSpec, ProducerRecord, Resource, SecurityProtocol,
 };
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -70,7 +69,8 @@ fn topics() -> &'static Topics {
             denied: unique_name("authz-denied"),
             peek: unique_name(&format!("{PEEK_PREFIX}authz")),
         };
-        Admin::new(&admin_client)
+        admin_client
+            .admin()
             .create_topics(
                 &[
                     NewTopic::new(&t.allowed, 1, 1),
@@ -292,7 +292,7 @@ fn bob_producing_to_a_topic_outside_his_prefix_is_told_which_topic() {
 fn bob_admin_calls_outside_his_prefix_are_told_which_resource() {
     let t = topics();
     let client = bob();
-    let admin = Admin::new(&client).api_timeout(API_TIMEOUT);
+    let admin = client.admin().api_timeout(API_TIMEOUT);
     let new = unique_name("authz-new");
     let started = Instant::now();
     let e = assert_denied(
@@ -355,7 +355,7 @@ fn bob_admin_calls_outside_his_prefix_are_told_which_resource() {
 fn bob_on_his_own_prefix_is_not_denied() {
     let t = topics();
     let client = bob();
-    let admin = Admin::new(&client).api_timeout(API_TIMEOUT);
+    let admin = client.admin().api_timeout(API_TIMEOUT);
     let own = unique_name(&format!("{BOB_PREFIX}authz-own"));
     admin
         .create_topics(&[NewTopic::new(&own, 1, 1)], API_TIMEOUT)
@@ -446,7 +446,7 @@ fn cluster_authorization_failed_from_list_groups_names_the_cluster() {
     let e = assert_denied(
         "list_groups",
         started,
-        Admin::new(&client).list_groups(),
+        client.admin().list_groups(),
         ApiKey::ListGroups,
         KafkaCode::ClusterAuthorizationFailed,
         Resource::Cluster,
@@ -574,7 +574,7 @@ fn bob_in_a_group_he_may_only_describe_is_denied_on_join_and_commit() {
     );
     drop(c);
 
-    let admin = Admin::new(&client).api_timeout(API_TIMEOUT);
+    let admin = client.admin().api_timeout(API_TIMEOUT);
     assert_eq!(admin.describe_group(&group).unwrap().members.len(), 0);
     assert!(admin.group_offsets(&group).unwrap().is_empty());
     let started = Instant::now();

@@ -27,7 +27,7 @@ use crate::support::proxy::{self, Proxy};
 use crate::support::rng::seed_from_env;
 use crate::support::{broker, create_topic, unique_name};
 use kafka_group::group::{Assignment, Assignor, MemberSubscription, RangeAssignor, TopicPartition};
-use kafka_group::{Admin, Client, Consumer, Error, OffsetReset, OffsetSpec, ProducerRecord};
+use kafka_group::{Client, Consumer, Error, OffsetReset, OffsetSpec, ProducerRecord};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -256,7 +256,7 @@ impl Scenario {
             ));
             return failures;
         }
-        let admin = Admin::new(direct);
+        let admin = direct.admin();
         let tps: Vec<TopicPartition> = (0..partitions)
             .map(|p| TopicPartition::new(self.topic.clone(), p))
             .collect();
@@ -632,7 +632,8 @@ fn rolling_restart_with_added_partitions() {
             failures.push(format!("{instance}: close: {e}"));
         }
         if n == 0 {
-            Admin::new(&direct)
+            direct
+                .admin()
                 .create_partitions(&[(s.topic.as_str(), AFTER)], Duration::from_secs(30))
                 .unwrap();
             partitions.store(AFTER, Ordering::SeqCst);

@@ -22,7 +22,7 @@ use crate::group_tests::{self, client, converged, failover_client, member_builde
 use crate::support::{broker, unique_name, wait_for};
 use kafka_group::group::{GroupEvent, OldBrokerPolicy, TopicPartition};
 use kafka_group::records::Compression;
-use kafka_group::{Admin, Client, Error, NewTopic, OffsetSpec, ProducerRecord};
+use kafka_group::{Client, Error, NewTopic, OffsetSpec, ProducerRecord};
 use std::time::Duration;
 
 /// The release under test as numbers: `0.10.0.1` → `[0, 10, 0]`, `2.3.1` → `[2, 3, 1]`.
@@ -51,7 +51,7 @@ fn not_applicable(test: &str, why: &str) {
 /// broker's own TopicCommand, after checking that our Admin refuses clearly.
 fn topic(client: &Client, prefix: &str, partitions: i32) -> String {
     let name = unique_name(prefix);
-    let admin = Admin::new(client);
+    let admin = client.admin();
     let created = admin.create_topics(&[NewTopic::new(&name, partitions, 1)], Duration::from_secs(60));
     if since([0, 10, 1]) {
         created.unwrap_or_else(|e| panic!("CreateTopics {name}: {e}"));
@@ -131,7 +131,7 @@ fn compat_produce_consume_every_compression_commit_and_lag() {
     c.commit().unwrap();
     let tp = TopicPartition::new(topic.clone(), 0);
     assert_eq!(c.committed(std::slice::from_ref(&tp)).unwrap()[&tp], Some(n));
-    let admin = Admin::new(&client);
+    let admin = client.admin();
     let lag = admin.group_lag(&group).unwrap();
     assert_eq!(lag.len(), 1, "{lag:?}");
     assert_eq!(
@@ -262,7 +262,7 @@ fn compat_dynamic_members() {
 #[test]
 fn compat_admin_calls() {
     let client = client(broker::shared().bootstrap());
-    let admin = Admin::new(&client);
+    let admin = client.admin();
     let topic = topic(&client, "compat-admin", 2);
     // Offsets and groups: every release has them.
     let tps = [0, 1].map(|p| TopicPartition::new(topic.clone(), p));
@@ -328,7 +328,8 @@ fn compat_leader_killed_and_restarted() {
     let client = failover_client(cluster.bootstrap()).build().unwrap();
     let topic = unique_name("compat-failover");
     if since([0, 10, 1]) {
-        Admin::new(&client)
+        client
+            .admin()
             .create_topics(&[NewTopic::new(&topic, 2, 3)], Duration::from_secs(60))
             .unwrap();
     } else {
@@ -367,7 +368,7 @@ fn compat_leader_killed_and_restarted() {
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     loop {
         let values: std::collections::BTreeSet<String> = seen.iter().map(value).collect();
-        let ends = Admin::new(&client).list_offsets(&tps, OffsetSpec::Latest);
+        let ends = client.admin().list_offsets(&tps, OffsetSpec::Latest);
         let total = ends.map_or(i64::MAX, |e| e.values().sum::<i64>());
         if values.is_superset(&expected) && seen.len() as i64 >= total {
             break;
@@ -651,7 +652,8 @@ mod secure {
     fn round_trip(what: &str, client: &Client) {
         let topic = unique_name("compat-sasl");
         if since([0, 10, 1]) {
-            Admin::new(client)
+            client
+                .admin()
                 .create_topics(&[NewTopic::new(&topic, 1, 1)], Duration::from_secs(60))
                 .unwrap_or_else(|e| panic!("{what}: create_topics: {e}"));
         } else {

@@ -2,7 +2,7 @@
 
 use crate::support::{broker, create_topic, thread_names, unique_name, wait_for};
 use kafka_group::group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
-use kafka_group::{Admin, Client, ClientBuilder, Consumer, Error, KafkaCode};
+use kafka_group::{Client, ClientBuilder, Consumer, Error, KafkaCode};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -408,7 +408,8 @@ fn restarted_static_leader_skips_assignment_but_watches_metadata() {
     );
     let a = Running::start(a_member);
     // The topic grows: the leader's metadata check must rebalance the group onto 9 partitions.
-    Admin::new(&client)
+    client
+        .admin()
         .create_partitions(&[(topic.as_str(), 9)], Duration::from_secs(30))
         .unwrap();
     wait_for(
@@ -655,7 +656,7 @@ mod through_the_proxy {
             wait_for("a to own both partitions", Duration::from_secs(30), || {
                 converged([&a], 2)
             });
-            Admin::new(&c)
+            c.admin()
                 .create_partitions(&[(topic.as_str(), 3)], Duration::from_secs(30))
                 .unwrap();
             a.stop().close().unwrap();
@@ -805,7 +806,8 @@ fn rolling_restart_after_topic_growth(instances: &[&str], before: i32, after: i3
         consumers_cover(&cs, &topic, before)
     });
     let generation = cs[0].seen().generation;
-    Admin::new(&client)
+    client
+        .admin()
         .create_partitions(&[(topic.as_str(), after)], Duration::from_secs(30))
         .unwrap();
     const PER_PARTITION: i64 = 20;

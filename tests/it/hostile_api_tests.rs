@@ -17,7 +17,7 @@ use kafka_group::protocol::messages::metadata_response::MetadataResponseBroker;
 use kafka_group::protocol::messages::{MetadataRequest, MetadataResponse, ResponseHeader};
 use kafka_group::protocol::{ApiKey, Message, Request};
 use kafka_group::{
-    Admin, Client, ClientBuilder, ConsumerBuilder, Error, NewTopic, OffsetReset, OffsetSpec, ProducerBuilder,
+    Client, ClientBuilder, ConsumerBuilder, Error, NewTopic, OffsetReset, OffsetSpec, ProducerBuilder,
     ProducerRecord,
 };
 use std::any::Any;
@@ -268,7 +268,7 @@ fn clients_built_with_extreme_settings_return_from_every_call() {
                 let _ = c.find_coordinator(&group);
             });
             panics.run(&format!("{what}: Admin::describe_group"), || {
-                let _ = Admin::new(&c).describe_group(&group);
+                let _ = c.admin().describe_group(&group);
             });
             // With a huge value, a client that works at all must also carry the calls that
             // add the setting to other durations or back off by it: a consumer's fetch, a
@@ -290,7 +290,7 @@ fn clients_built_with_extreme_settings_return_from_every_call() {
             });
             panics.expect_ok(&format!("{what}: Admin::create_topics"), || {
                 let topic = NewTopic::new(unique_name("hostile-client"), 1, 1);
-                Admin::new(&c).create_topics(&[topic], Duration::from_secs(120))
+                c.admin().create_topics(&[topic], Duration::from_secs(120))
             });
         }
     }
@@ -375,7 +375,7 @@ fn admin_calls_return_for_every_extreme_timeout() {
     let mut panics = Panics::default();
     let mut created = Vec::new();
     for t in EXTREMES {
-        let admin = Admin::new(&client);
+        let admin = client.admin();
         let name = unique_name("hostile-admin");
         let topic = NewTopic::new(&name, 1, 1);
         panics.run(&format!("Admin::create_topics({t:?})"), || {
@@ -392,7 +392,7 @@ fn admin_calls_return_for_every_extreme_timeout() {
     // Deleting: the unbounded timeouts on topics that surely exist by now (created with one).
     for (t, name) in EXTREMES.iter().zip(created.iter().rev()) {
         panics.run(&format!("Admin::delete_topics({t:?})"), || {
-            let _ = Admin::new(&client).delete_topics(&[name], *t);
+            let _ = client.admin().delete_topics(&[name], *t);
         });
     }
     for (partitions, replicas) in [(i32::MIN, i16::MIN), (-5, 1), (0, 0), (1, i16::MAX)] {
@@ -400,19 +400,21 @@ fn admin_calls_return_for_every_extreme_timeout() {
         panics.run(
             &format!("Admin::create_topics({partitions} partitions, {replicas} replicas)"),
             || {
-                let _ = Admin::new(&client).create_topics(&[topic], Duration::from_secs(30));
+                let _ = client.admin().create_topics(&[topic], Duration::from_secs(30));
             },
         );
     }
     let topic = create_topic(&client, "hostile-admin", 1, 1);
     for total in [i32::MIN, -1, 0, 1] {
         panics.run(&format!("Admin::create_partitions({total})"), || {
-            let _ = Admin::new(&client).create_partitions(&[(&topic, total)], Duration::from_secs(30));
+            let _ = client
+                .admin()
+                .create_partitions(&[(&topic, total)], Duration::from_secs(30));
         });
     }
     let group = unique_name("hostile-admin");
     for t in EXTREMES {
-        let admin = Admin::new(&client).api_timeout(t);
+        let admin = client.admin().api_timeout(t);
         let tp = [TopicPartition::new(&topic, 0)];
         panics.run(&format!("Admin::api_timeout({t:?}).describe_group"), || {
             let _ = admin.describe_group(&group);
@@ -546,23 +548,21 @@ fn retrying_calls_do_not_overshoot_their_limit_by_a_request_timeout() {
     let calls: [(&str, Call); 3] = [
         (
             "describe_group",
-            Box::new(|| {
-                Admin::new(&client)
-                    .api_timeout(LIMIT)
-                    .describe_group("g")
-                    .map(|_| ())
-            }),
+            Box::new(|| client.admin().api_timeout(LIMIT).describe_group("g").map(|_| ())),
         ),
         (
             "create_topics",
             Box::new(|| {
-                Admin::new(&client).create_topics(&[NewTopic::new(unique_name("never"), 1, 1)], LIMIT)
+                client
+                    .admin()
+                    .create_topics(&[NewTopic::new(unique_name("never"), 1, 1)], LIMIT)
             }),
         ),
         (
             "list_offsets",
             Box::new(|| {
-                Admin::new(&client)
+                client
+                    .admin()
                     .api_timeout(LIMIT)
                     .list_offsets(&[TopicPartition::new("t", 0)], OffsetSpec::Latest)
                     .map(|_| ())

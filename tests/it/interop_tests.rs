@@ -245,7 +245,7 @@ fn mixed_group(
     exact: bool,
 ) -> MixedGroup {
     let client = client(bootstrap);
-    let admin = Admin::new(&client);
+    let admin = client.admin();
     let topic = topic_with_partitions(&client, PARTITIONS);
     let group = unique_name("interop");
     let start_ours = || -> Vec<Running> {
@@ -399,7 +399,7 @@ impl MixedGroup {
             );
             assert!(s.error.is_none(), "{id}: {:?}", s.error);
         }
-        let d = Admin::new(&self.client).describe_group(&self.group).unwrap();
+        let d = self.client.admin().describe_group(&self.group).unwrap();
         assert_eq!(described(&d, &self.topic), self.assignment);
     }
 }

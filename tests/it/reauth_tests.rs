@@ -7,7 +7,7 @@ use crate::support::secure::{self, SecureBroker, ADMIN};
 use crate::support::unique_name;
 use kafka_group::group::{GroupEvent, MemberMetrics};
 use kafka_group::net::sasl::{Mechanism, Secret, Token, TokenProvider, UnsecuredJwsProvider};
-use kafka_group::{Admin, Client, ClientBuilder, NewTopic, OffsetReset, ProducerRecord, SecurityProtocol};
+use kafka_group::{Client, ClientBuilder, NewTopic, OffsetReset, ProducerRecord, SecurityProtocol};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,7 +70,8 @@ fn static_member_runs(what: &str, client: &Client) -> Outcome {
 /// nothing failed and the group never moved; at the end, that every record came exactly once.
 pub(crate) fn member_runs(what: &str, client: &Client, instance: Option<&str>, run: Duration) -> Outcome {
     let topic = unique_name("reauth");
-    Admin::new(client)
+    client
+        .admin()
         .create_topics(&[NewTopic::new(&topic, 2, 1)], Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{what}: create_topics: {e}"));
     let mut producer = client.producer().build().unwrap();

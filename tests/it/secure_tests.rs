@@ -9,7 +9,7 @@ use crate::support::{unique_name, wait_for};
 use kafka_group::group::{GroupEvent, MemberState, TopicPartition};
 use kafka_group::net::sasl::{Mechanism, Secret, UnsecuredJwsProvider};
 use kafka_group::{
-    Admin, Client, ClientBuilder, Consumer, Error, NewTopic, OffsetReset, ProducerRecord, SecurityProtocol,
+    Client, ClientBuilder, Consumer, Error, NewTopic, OffsetReset, ProducerRecord, SecurityProtocol,
 };
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -197,7 +197,8 @@ fn describe(
 ) -> Described {
     match how {
         Describe::Admin => {
-            let (g, lag) = Admin::new(client)
+            let (g, lag) = client
+                .admin()
                 .describe_group_lag(group)
                 .unwrap_or_else(|e| panic!("{what}: describe: {e}"));
             let mut instances: Vec<String> = g
@@ -265,7 +266,8 @@ fn cli_describe(what: &str, _: &[(&str, String)], _: &str, _: &str, _: &Path) ->
 /// records; the group described, all committed.
 fn static_group_round_trip(what: &str, client: &Client, bootstrap: &str, how: &Describe, dir: &Path) {
     let topic = unique_name("secure");
-    Admin::new(client)
+    client
+        .admin()
         .create_topics(
             &[NewTopic::new(&topic, PARTITIONS as i32, 1)],
             Duration::from_secs(30),

@@ -4,7 +4,7 @@
 use crate::output::{Json, Table};
 use crate::{Ctx, Failure, NOT_FOUND};
 use kafka_group::group::{Assignment, TopicPartition};
-use kafka_group::{Admin, GroupDescription, MemberDescription, PartitionLag};
+use kafka_group::{GroupDescription, MemberDescription, PartitionLag};
 use std::collections::BTreeMap;
 
 /// Show a group's state, members, assignments, committed offsets and lag.
@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
-    let admin = Admin::new(&ctx.client).api_timeout(ctx.timeout);
+    let admin = ctx.client.admin().api_timeout(ctx.timeout);
     let (group, lag) = admin.describe_group_lag(&args.group)?;
     if group.state == "Dead" {
         return Err(Failure::new(

@@ -3,7 +3,7 @@
 
 use crate::output::{Json, Table};
 use crate::{Ctx, Failure, BROKER, NOT_FOUND};
-use kafka_group::{Admin, KafkaCode};
+use kafka_group::KafkaCode;
 
 /// Remove static members from a group by group.instance.id (needs Kafka 2.4+).
 ///
@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
-    let admin = Admin::new(&ctx.client).api_timeout(ctx.timeout);
+    let admin = ctx.client.admin().api_timeout(ctx.timeout);
     let ids: Vec<&str> = args.instance_ids.iter().map(String::as_str).collect();
     let outcomes = admin.remove_members(&args.group, &ids)?;
     if ctx.json {

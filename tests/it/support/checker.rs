@@ -45,7 +45,7 @@
 
 use kafka_group::group::TopicPartition;
 use kafka_group::protocol::ApiKey;
-use kafka_group::{Admin, Client, ConsumerRecord, Error, KafkaCode};
+use kafka_group::{Client, ConsumerRecord, Error, KafkaCode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io::Write;
@@ -315,7 +315,7 @@ impl Checker {
         let handle = std::thread::Builder::new()
             .name("chaos-sampler".into())
             .spawn(move || {
-                let admin = Admin::new(&client);
+                let admin = client.admin();
                 while !stop2.load(Ordering::SeqCst) {
                     if let Ok(offsets) = admin.group_offsets(&group) {
                         let mut s = lock(&checker.state);

@@ -17,7 +17,7 @@ pub mod scripted;
 pub mod secure;
 pub mod wire;
 
-use kafka_group::{Admin, Client, NewTopic};
+use kafka_group::{Client, NewTopic};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -41,7 +41,7 @@ pub fn unique_name(prefix: &str) -> String {
 /// made with the broker's own TopicCommand instead.
 pub fn create_topic(client: &Client, prefix: &str, partitions: i32, replication: i16) -> String {
     let name = unique_name(prefix);
-    let created = Admin::new(client).create_topics(
+    let created = client.admin().create_topics(
         &[NewTopic::new(&name, partitions, replication)],
         Duration::from_secs(60),
     );

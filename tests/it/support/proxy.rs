@@ -3,7 +3,7 @@
 //! The client under test has to negotiate versions with brokers from 0.10 to 4.x, but CI can only
 //! run a handful of real releases. The proxy sits between the client and one real broker and
 //! answers ApiVersions itself with the table of the emulated release (from
-//! `tests/data/broker-api-versions.tsv`); any request above that table is treated the way an old
+//! the crate's own `data/broker-api-versions.tsv`); any request above that table is treated the way an old
 //! broker treats it, by closing the connection. Everything else is relayed frame by frame, except
 //! that Metadata and FindCoordinator responses have their broker addresses rewritten to further
 //! proxy listeners, so a client that follows the metadata keeps talking to the same emulated
@@ -38,8 +38,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Per-release API version tables, as published by Kafka brokers in ApiVersions.
-const TSV: &str = include_str!("../../data/broker-api-versions.tsv");
+/// Per-release API version tables, as published by Kafka brokers in ApiVersions: the crate's
+/// own table, not a copy, so the releases the proxy emulates are exactly those the client
+/// names (`compat_tests` checks the table itself against real brokers).
+const TSV: &str = include_str!("../../../data/broker-api-versions.tsv");
 
 /// Larger than any frame a test exchanges; a corrupt size prefix must not allocate gigabytes.
 const MAX_FRAME: usize = 64 << 20;
@@ -82,7 +84,7 @@ fn tables() -> &'static BTreeMap<String, VersionTable> {
     })
 }
 
-/// Every release name in `tests/data/broker-api-versions.tsv`, in file order.
+/// Every release name in `data/broker-api-versions.tsv`, in file order.
 pub fn releases() -> Vec<&'static str> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();

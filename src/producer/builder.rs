@@ -1,0 +1,126 @@
+//! [`ProducerBuilder`]: one setter per Kafka property over a [`ProducerConfig`], checked in
+//! [`build`](ProducerBuilder::build) before any network call.
+
+use super::accumulator::Accumulator;
+use super::config::ProducerConfig;
+use super::record::Acks;
+use super::Producer;
+use crate::client::Client;
+use crate::error::Result;
+use crate::records::Compression;
+use std::time::Duration;
+
+/// Builds a [`Producer`]; every setter names the Kafka property it mirrors and its default.
+/// Start with [`Client::producer`].
+#[derive(Debug, Clone)]
+pub struct ProducerBuilder {
+    client: Client,
+    config: ProducerConfig,
+}
+
+impl ProducerBuilder {
+    pub(super) fn new(client: &Client) -> Self {
+        ProducerBuilder {
+            client: client.clone(),
+            config: ProducerConfig::default(),
+        }
+    }
+
+    /// `acks`: how many replicas must have a batch before the broker acknowledges it.
+    /// Default: [`Acks::All`].
+    pub fn acks(mut self, acks: Acks) -> Self {
+        self.config.acks = acks;
+        self
+    }
+
+    /// `compression.type`. Default: [`Compression::None`].
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.config.compression = compression;
+        self
+    }
+
+    /// `linger.ms`: when above zero, a `send` that finds a batch waiting longer than this sends
+    /// every pending batch. At most `delivery.timeout.ms` - `request.timeout.ms`. Default: 0
+    /// (since `send` does not block on the network, records accumulate between calls and go
+    /// out when a batch reaches `batch.size` or at `flush`).
+    pub fn linger(mut self, t: Duration) -> Self {
+        self.config.linger = t;
+        self
+    }
+
+    /// `batch.size`: bytes (uncompressed, estimated) per partition batch; a full batch is sent
+    /// at once. 0 sends every record on its own. Default: 16384.
+    pub fn batch_size(mut self, bytes: usize) -> Self {
+        self.config.batch_size = bytes;
+        self
+    }
+
+    /// `retries`: how often a batch is retried after a retriable error, within
+    /// `delivery.timeout.ms`. Default: 2147483647 (only the timeout limits retries).
+    pub fn retries(mut self, n: u32) -> Self {
+        self.config.retries = n;
+        self
+    }
+
+    /// `delivery.timeout.ms`: the longest a record may take from `send` to its
+    /// acknowledgement, retries included; must be at least `linger.ms` + `request.timeout.ms`
+    /// and at most `i32::MAX` ms (about 24.8 days), as in Kafka. Default: 120 s.
+    pub fn delivery_timeout(mut self, t: Duration) -> Self {
+        self.config.delivery_timeout = t;
+        self
+    }
+
+    /// `retry.backoff.ms`: pause before retrying a batch; a pause never outlasts the batch's
+    /// `delivery.timeout.ms`. Default: the client's
+    /// ([`ClientBuilder::retry_backoff`](crate::ClientBuilder::retry_backoff), 100 ms unless set
+    /// there).
+    pub fn retry_backoff(mut self, t: Duration) -> Self {
+        self.config.retry_backoff = Some(t);
+        self
+    }
+
+    /// `max.request.size`: the largest request (and so record) sent. Default: 1048576.
+    pub fn max_request_size(mut self, bytes: usize) -> Self {
+        self.config.max_request_size = bytes;
+        self
+    }
+
+    /// `max.block.ms`: how long `send` waits for a topic's metadata (e.g. a topic just
+    /// created) before failing; `Duration::MAX` waits without a limit. Default: 60 s.
+    pub fn max_block(mut self, t: Duration) -> Self {
+        self.config.max_block = t;
+        self
+    }
+
+    /// `metadata.max.age.ms`: metadata older than this is refreshed before sending, so new
+    /// partitions and moved leaders are picked up without an error; above zero
+    /// (`Duration::MAX`: never by age). Default: 5 min.
+    pub fn metadata_max_age(mut self, t: Duration) -> Self {
+        self.config.metadata_max_age = t;
+        self
+    }
+
+    /// Validates the configuration (without touching the network) and builds the producer.
+    /// `request.timeout.ms` is the client's.
+    pub fn build(self) -> Result<Producer> {
+        let request_timeout = self.client.connection_config().request_timeout;
+        self.config.validate(request_timeout)?;
+        // The broker's own wait for replicas is kept below ours, so that its REQUEST_TIMED_OUT
+        // answer (retriable, connection kept) arrives before our response timeout fires (which
+        // closes the connection).
+        let broker_timeout = request_timeout.saturating_sub(request_timeout / 10);
+        Ok(Producer {
+            retry_backoff: self
+                .config
+                .retry_backoff
+                .unwrap_or_else(|| self.client.retry_backoff()),
+            acc: Accumulator::new(self.config.batch_limit()),
+            broker_timeout_ms: broker_timeout.as_millis().min(i32::MAX as u128) as i32,
+            client: self.client,
+            config: self.config,
+            acked: Vec::new(),
+            metadata_at: None,
+            oldest: None,
+        })
+    }
+}

@@ -1,0 +1,150 @@
+//! Producer settings, with Kafka's defaults, validated before any network call.
+
+use super::record::Acks;
+use super::request::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
+use crate::error::{Error, Result};
+use crate::records::{self, Compression};
+use std::time::Duration;
+
+/// A request carrying a single batch, records aside: what `max.request.size` leaves for them.
+pub(super) const SINGLE_BATCH_OVERHEAD: usize = REQUEST_OVERHEAD + PARTITION_OVERHEAD + records::BATCH_HEADER;
+
+/// A producer's settings; see [`ProducerBuilder`](super::ProducerBuilder) for each one's Kafka
+/// property and default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProducerConfig {
+    pub acks: Acks,
+    pub compression: Compression,
+    pub linger: Duration,
+    pub batch_size: usize,
+    pub retries: u32,
+    pub delivery_timeout: Duration,
+    /// `None`: the client's `retry.backoff.ms`, so that one setting serves every part of the
+    /// client unless the producer is told otherwise.
+    pub retry_backoff: Option<Duration>,
+    pub max_request_size: usize,
+    pub max_block: Duration,
+    pub metadata_max_age: Duration,
+}
+
+impl Default for ProducerConfig {
+    /// The Java producer's defaults (`retry.backoff.ms` left to the client).
+    fn default() -> Self {
+        ProducerConfig {
+            acks: Acks::All,
+            compression: Compression::None,
+            linger: Duration::ZERO,
+            batch_size: 16384,
+            retries: i32::MAX as u32,
+            delivery_timeout: Duration::from_secs(120),
+            retry_backoff: None,
+            max_request_size: 1024 * 1024,
+            max_block: Duration::from_secs(60),
+            metadata_max_age: Duration::from_secs(300),
+        }
+    }
+}
+
+impl ProducerConfig {
+    /// Checks every setting against Kafka's rules; `request_timeout` is the client's
+    /// `request.timeout.ms`, which `delivery.timeout.ms` must leave room for.
+    pub fn validate(&self, request_timeout: Duration) -> Result<()> {
+        if self.max_request_size == 0 || self.max_request_size > i32::MAX as usize {
+            return Err(Error::Config {
+                property: "max.request.size",
+                problem: format!("must be in 1..={}", i32::MAX),
+            });
+        }
+        if self.batch_size > i32::MAX as usize {
+            return Err(Error::Config {
+                property: "batch.size",
+                problem: format!("must be at most {}", i32::MAX),
+            });
+        }
+        crate::deadline::check_int_ms("delivery.timeout.ms", self.delivery_timeout)?;
+        if self.delivery_timeout < self.linger.saturating_add(request_timeout) {
+            return Err(Error::Config {
+                property: "delivery.timeout.ms",
+                problem: format!(
+                    "must be at least linger.ms + request.timeout.ms ({} ms), so that one attempt fits",
+                    self.linger.saturating_add(request_timeout).as_millis()
+                ),
+            });
+        }
+        if self.metadata_max_age.is_zero() {
+            return Err(Error::Config {
+                property: "metadata.max.age.ms",
+                problem: "must be greater than zero".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The most a batch holds: `batch.size`, but never so much that one batch alone would break
+    /// `max.request.size`.
+    pub fn batch_limit(&self) -> usize {
+        self.batch_size
+            .min(self.max_request_size.saturating_sub(SINGLE_BATCH_OVERHEAD))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn property(c: ProducerConfig) -> &'static str {
+        match c.validate(Duration::from_secs(30)) {
+            Err(Error::Config { property, .. }) => property,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_kafkas_and_valid() {
+        let c = ProducerConfig::default();
+        c.validate(Duration::from_secs(30)).unwrap();
+        assert_eq!(c.retry_backoff, None, "inherits the client's");
+        assert_eq!(c.batch_limit(), 16384);
+    }
+
+    #[test]
+    fn each_rule_names_its_property() {
+        let c = || ProducerConfig::default();
+        assert_eq!(
+            property(ProducerConfig {
+                max_request_size: i32::MAX as usize + 1,
+                ..c()
+            }),
+            "max.request.size"
+        );
+        assert_eq!(
+            property(ProducerConfig {
+                delivery_timeout: Duration::from_secs(29),
+                ..c()
+            }),
+            "delivery.timeout.ms"
+        );
+        // Exactly linger.ms + request.timeout.ms is enough.
+        ProducerConfig {
+            linger: Duration::from_secs(1),
+            delivery_timeout: Duration::from_secs(31),
+            ..c()
+        }
+        .validate(Duration::from_secs(30))
+        .unwrap();
+    }
+
+    #[test]
+    fn the_batch_limit_leaves_room_for_the_request() {
+        let c = ProducerConfig {
+            max_request_size: 100,
+            ..Default::default()
+        };
+        assert_eq!(c.batch_limit(), 0);
+        let c = ProducerConfig {
+            batch_size: 0,
+            ..Default::default()
+        };
+        assert_eq!(c.batch_limit(), 0);
+    }
+}
