@@ -13,15 +13,14 @@ use super::config::{MemberConfig, OldBrokerPolicy};
 use super::heartbeat::{Command, Event, HeartbeatHandle};
 use super::leader::{self, LeaderSnapshot, Unchecked};
 use super::metrics::{MemberMetrics, Metrics};
+use super::requests;
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::authorization::{Resource, Scope};
 use crate::client::{topic_denied, Broker, Client};
 use crate::error::{Error, Result};
 use crate::net::{Connection, Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
-use crate::protocol::messages::join_group_request::JoinGroupRequestProtocol;
-use crate::protocol::messages::leave_group_request::MemberIdentity;
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, SyncGroupRequest};
+use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, SyncGroupRequest};
 use crate::protocol::ApiKey;
 use crate::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +30,9 @@ use std::time::{Duration, Instant};
 /// JoinGroup may legitimately block for the whole rebalance timeout; the socket waits that long
 /// plus this, as Kafka's client does, so a slow rebalance is not mistaken for a dead broker.
 const JOIN_MARGIN: Duration = Duration::from_secs(5);
+
+/// What v5+ coordinators log as the reason a member left (KIP-800).
+const LEAVE_REASON: &str = "the member is leaving the group";
 
 /// What changed for the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -663,7 +665,7 @@ impl GroupMember {
                             source,
                         })?;
                     self.transition(Transition::Synced);
-                    self.heartbeat.send(Command::Stable(generation.id));
+                    self.heartbeat.send(Command::Stable(generation.clone()));
                     self.metrics.session_proven(sent);
                     let rebalanced = self.last_generation.map(|g| g != generation.id);
                     self.metrics
@@ -914,7 +916,7 @@ impl GroupMember {
             coordinator,
             instance_id: self.instance_id_to_send(),
         });
-        self.heartbeat.send(Command::Stable(generation.id));
+        self.heartbeat.send(Command::Stable(generation.clone()));
     }
 
     /// Gives the assignment up as lost once no request has proved the session alive for a
@@ -972,11 +974,11 @@ impl GroupMember {
                 generation,
                 reset_member_id,
                 reason,
-            } if self.state.is_current(generation) => {
+            } if self.state.is_current(&generation) => {
                 log::info!("{}: rejoin needed ({reason})", self.ctx());
                 self.schedule_rejoin(reset_member_id);
             }
-            Event::SessionExpired { generation } if self.state.is_current(generation) => {
+            Event::SessionExpired { generation } if self.state.is_current(&generation) => {
                 log::warn!(
                     "{}: session expired on our side; rediscovering the coordinator and rejoining",
                     self.ctx()
@@ -991,12 +993,12 @@ impl GroupMember {
                 // its instance id whatever member id it sends.
                 self.schedule_rejoin(!self.static_member);
             }
-            Event::Fenced { generation } if self.state.is_current(generation) => return Err(self.fence()),
-            Event::Fatal { generation, code } if self.state.is_current(generation) => {
+            Event::Fenced { generation } if self.state.is_current(&generation) => return Err(self.fence()),
+            Event::Fatal { generation, code } if self.state.is_current(&generation) => {
                 let e = self.group_error(ApiKey::Heartbeat, code);
                 return Err(self.stop_if_denied(e));
             }
-            Event::Refused { generation, error } if self.state.is_current(generation) => {
+            Event::Refused { generation, error } if self.state.is_current(&generation) => {
                 self.heartbeats_refused = true;
                 return Err(*error);
             }
@@ -1193,27 +1195,25 @@ impl GroupMember {
         }
     }
 
-    fn send_join(&mut self) -> Result<Pending<JoinGroupRequest>> {
+    /// The JoinGroup this member sends now (its member id, and whether it is still static,
+    /// change between joins).
+    fn join_request(&self) -> JoinGroupRequest {
         let metadata = self.subscription().encode();
-        let req = JoinGroupRequest {
-            group_id: (&self.config.group_id).into(),
-            session_timeout_ms: millis(self.config.session_timeout),
-            rebalance_timeout_ms: millis(self.config.rebalance_timeout),
-            member_id: self.state.member_id().into(),
-            group_instance_id: self.instance_id_to_send().map(Into::into),
-            protocol_type: "consumer".into(),
-            protocols: self
-                .config
-                .assignors
-                .iter()
-                .map(|a| JoinGroupRequestProtocol {
-                    name: a.name().into(),
-                    metadata: metadata.clone(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
+        let instance = self.instance_id_to_send();
+        let protocols: Vec<&str> = self.config.assignors.iter().map(|a| a.name()).collect();
+        requests::join_group(&requests::JoinGroup {
+            group: &self.config.group_id,
+            member_id: self.state.member_id(),
+            instance_id: instance.as_deref(),
+            session_timeout: self.config.session_timeout,
+            rebalance_timeout: self.config.rebalance_timeout,
+            protocols: &protocols,
+            metadata: &metadata,
+        })
+    }
+
+    fn send_join(&mut self) -> Result<Pending<JoinGroupRequest>> {
+        let req = self.join_request();
         let wait = self.config.rebalance_timeout.max(self.config.session_timeout) + JOIN_MARGIN;
         let version = self
             .conn
@@ -1230,16 +1230,8 @@ impl GroupMember {
         g: &Generation,
         assignments: Vec<SyncGroupRequestAssignment>,
     ) -> Result<Pending<SyncGroupRequest>> {
-        let req = SyncGroupRequest {
-            group_id: (&self.config.group_id).into(),
-            generation_id: g.id,
-            member_id: (&g.member_id).into(),
-            group_instance_id: self.instance_id_to_send().map(Into::into),
-            protocol_type: Some("consumer".into()),
-            protocol_name: g.protocol.clone().map(Into::into),
-            assignments,
-            ..Default::default()
-        };
+        let instance = self.instance_id_to_send();
+        let req = requests::sync_group(&self.config.group_id, g, instance.as_deref(), assignments);
         // Followers wait in SyncGroup for the leader to assign, up to the rebalance timeout.
         let wait = self.config.rebalance_timeout + JOIN_MARGIN;
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
@@ -1445,7 +1437,7 @@ impl GroupMember {
         let described = self
             .coordinator_request(
                 crate::deadline::after(self.client.connection_config().request_timeout),
-                |_| crate::admin::describe_groups_request(&group),
+                |_| requests::describe_group(&group),
             )
             .and_then(|resp| crate::admin::group_description(&group, resp));
         let described = match described {
@@ -1515,25 +1507,8 @@ impl GroupMember {
         if instance.is_some() {
             conn.check(&REMOVE_MEMBERS_BY_INSTANCE_ID)?;
         }
-        let member_id = self.state.member_id();
-        let req = if version >= 3 {
-            LeaveGroupRequest {
-                group_id: (&self.config.group_id).into(),
-                members: vec![MemberIdentity {
-                    member_id: member_id.into(),
-                    group_instance_id: instance.map(Into::into),
-                    reason: Some("the member is leaving the group".into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }
-        } else {
-            LeaveGroupRequest {
-                group_id: (&self.config.group_id).into(),
-                member_id: member_id.into(),
-                ..Default::default()
-            }
-        };
+        let me = requests::member_identity(self.state.member_id(), instance.as_deref(), LEAVE_REASON);
+        let req = requests::leave_group(&self.config.group_id, &[me], version);
         let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
         let resp = conn.send_at(&req, version, Some(timeout))?;
         let code = KafkaCode::from_code(resp.error_code);
@@ -1615,11 +1590,6 @@ impl Drop for GroupMember {
             log::debug!("{}: close on drop: {e}", self.ctx());
         }
     }
-}
-
-fn millis(d: Duration) -> i32 {
-    // Validated to fit at build time.
-    d.as_millis().min(i32::MAX as u128) as i32
 }
 
 impl Client {

@@ -14,6 +14,7 @@ mod heartbeat;
 mod leader;
 pub mod member;
 mod metrics;
+pub(crate) mod requests;
 pub mod state;
 pub mod timer;
 
