@@ -6,24 +6,25 @@
 //! client's per-broker connections, because a JoinGroup can block for a whole rebalance and
 //! must not hold up other members embedded in the same process.
 
+mod assign;
+mod metadata_watch;
+
 use super::action::{classify, GroupAction};
 use super::assignment::{Assignment, Subscription, TopicPartition};
-use super::assignor::{Assignor, MemberSubscription};
 use super::config::{MemberConfig, OldBrokerPolicy};
 use super::heartbeat::{Command, Event, HeartbeatHandle};
-use super::leader::{self, LeaderSnapshot, Unchecked};
+use super::leader::LeaderSnapshot;
 use super::metrics::{MemberMetrics, Metrics};
 use super::requests;
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::authorization::{Resource, Scope};
-use crate::client::{topic_denied, Broker, Client};
+use crate::client::{Broker, Client};
 use crate::error::{Error, Result};
 use crate::net::{Connection, Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, SyncGroupRequest};
 use crate::protocol::ApiKey;
 use crate::KafkaCode;
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,148 +72,6 @@ pub enum GroupEvent {
         /// The new coordinator.
         coordinator: Broker,
     },
-}
-
-/// Builds a [`GroupMember`]; each setter names the Kafka consumer property and its default.
-#[derive(Debug, Clone)]
-pub struct MemberBuilder {
-    client: Client,
-    config: MemberConfig,
-}
-
-impl MemberBuilder {
-    pub(crate) fn new(client: Client, group_id: &str) -> Self {
-        MemberBuilder {
-            client,
-            config: MemberConfig::new(group_id),
-        }
-    }
-
-    /// `group.instance.id`: makes this a static member (KIP-345). Default: none (dynamic).
-    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
-        self.config.group_instance_id = Some(id.into());
-        self
-    }
-
-    /// `session.timeout.ms`: how long the coordinator waits for a heartbeat before evicting
-    /// the member. Default 45 s; above zero and at most `i32::MAX` ms. Must lie within the
-    /// broker's `group.min/max.session.timeout.ms`.
-    pub fn session_timeout(mut self, t: Duration) -> Self {
-        self.config.session_timeout = t;
-        self
-    }
-
-    /// `heartbeat.interval.ms`: time between heartbeats; above zero and below the session
-    /// timeout (a third of it is usual). Default 3 s.
-    pub fn heartbeat_interval(mut self, t: Duration) -> Self {
-        self.config.heartbeat_interval = t;
-        self
-    }
-
-    /// `max.poll.interval.ms`: sent as the rebalance timeout, the time each member has to
-    /// rejoin during a rebalance. Default 300 s; above zero and at most `i32::MAX` ms.
-    pub fn rebalance_timeout(mut self, t: Duration) -> Self {
-        self.config.rebalance_timeout = t;
-        self
-    }
-
-    /// `retry.backoff.ms`: pause before retrying a failed group request. Default 100 ms.
-    pub fn retry_backoff(mut self, t: Duration) -> Self {
-        self.config.retry_backoff = t;
-        self
-    }
-
-    /// `metadata.max.age.ms`: how often the leader re-checks the subscribed topics for
-    /// partition changes. Default 300 s. A restarted static leader told to keep the group's
-    /// assignment (KIP-814) does not wait for this: it checks at once that the assignment
-    /// covers every partition (see [`GroupMember`]).
-    pub fn metadata_max_age(mut self, t: Duration) -> Self {
-        self.config.metadata_max_age = t;
-        self
-    }
-
-    /// `partition.assignment.strategy`, in preference order. Default `[range]`.
-    pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
-        self.config.assignors = assignors;
-        self
-    }
-
-    /// The topics to subscribe to, each a valid Kafka topic name (1 to 249 characters of
-    /// `[a-zA-Z0-9._-]`, not `.` or `..`). Default: none.
-    pub fn topics<I, S>(mut self, topics: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.config.topics = topics.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// `client.rack`, sent in the subscription for rack-aware assignors. Default: none.
-    pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
-        self.config.client_rack = Some(rack.into());
-        self
-    }
-
-    /// How long [`GroupMember::close`] (and drop) may take at most: stopping the heartbeat
-    /// thread (a heartbeat in flight is cut off) and, for a dynamic member, sending LeaveGroup.
-    /// A static member's close sends nothing and is quick. Like the Java consumer's
-    /// `close(Duration)`; default 30 s, as there.
-    pub fn close_timeout(mut self, t: Duration) -> Self {
-        self.config.close_timeout = t;
-        self
-    }
-
-    /// What to do on brokers older than 2.3, which lack static membership. Default
-    /// [`OldBrokerPolicy::Error`].
-    pub fn old_broker_policy(mut self, p: OldBrokerPolicy) -> Self {
-        self.config.old_broker_policy = p;
-        self
-    }
-
-    /// Validates the configuration and starts the member's heartbeat thread (idle until the
-    /// first join). No network call is made.
-    pub fn build(self) -> Result<GroupMember> {
-        self.config.validate()?;
-        let metrics = Arc::new(Metrics::default());
-        let heartbeat = HeartbeatHandle::spawn(
-            self.client.clone(),
-            self.config.group_id.clone(),
-            self.config.heartbeat_interval,
-            self.config.session_timeout,
-            self.config.retry_backoff,
-            metrics.clone(),
-        )
-        .map_err(|source| Error::Io {
-            addr: "heartbeat thread".into(),
-            source,
-        })?;
-        Ok(GroupMember {
-            static_member: self.config.group_instance_id.is_some(),
-            client: self.client,
-            config: self.config,
-            state: GroupState::default(),
-            coordinator: None,
-            conn: None,
-            assignment: Assignment::default(),
-            warned_fallback: false,
-            heartbeat,
-            metrics,
-            rejoin: None,
-            leader_snapshot: None,
-            last_metadata_check: Instant::now(),
-            last_generation: None,
-            joining: Joining::Start,
-            join_started: None,
-            discovery_since: None,
-            last_join_error: None,
-            join_failures: 0,
-            last_join_warn: None,
-            undelivered: Vec::new(),
-            denied: None,
-            heartbeats_refused: false,
-        })
-    }
 }
 
 /// One member of a consumer group, static or dynamic, with its heartbeat thread.
@@ -340,6 +199,49 @@ const MIN_LOOKUP: Duration = Duration::from_secs(1);
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
 impl GroupMember {
+    /// A member with a validated `config`: starts its heartbeat thread (idle until the first
+    /// join), makes no network call.
+    pub(super) fn new(client: Client, config: MemberConfig) -> Result<GroupMember> {
+        let metrics = Arc::new(Metrics::default());
+        let heartbeat = HeartbeatHandle::spawn(
+            client.clone(),
+            config.group_id.clone(),
+            config.heartbeat_interval,
+            config.session_timeout,
+            config.retry_backoff,
+            metrics.clone(),
+        )
+        .map_err(|source| Error::Io {
+            addr: "heartbeat thread".into(),
+            source,
+        })?;
+        Ok(GroupMember {
+            static_member: config.group_instance_id.is_some(),
+            client,
+            config,
+            state: GroupState::default(),
+            coordinator: None,
+            conn: None,
+            assignment: Assignment::default(),
+            warned_fallback: false,
+            heartbeat,
+            metrics,
+            rejoin: None,
+            leader_snapshot: None,
+            last_metadata_check: Instant::now(),
+            last_generation: None,
+            joining: Joining::Start,
+            join_started: None,
+            discovery_since: None,
+            last_join_error: None,
+            join_failures: 0,
+            last_join_warn: None,
+            undelivered: Vec::new(),
+            denied: None,
+            heartbeats_refused: false,
+        })
+    }
+
     /// The group id.
     pub fn group_id(&self) -> &str {
         &self.config.group_id
@@ -1239,228 +1141,6 @@ impl GroupMember {
         conn.send_pending(&req, version, Some(wait))
     }
 
-    /// The leader's part: decode subscriptions, look up partition counts, run the assignor.
-    ///
-    /// A restarted static leader that the coordinator tells to skip the assignment (KIP-814
-    /// `skip_assignment`) sends none; instead it checks that the assignment the group keeps
-    /// was made for the partitions the subscribed topics have now (see
-    /// [`check_kept_assignment`](Self::check_kept_assignment)), because partitions added
-    /// while the old leader ran may be in the metadata it sees at its rejoin but owned by
-    /// no one.
-    fn lead(&mut self, resp: &JoinGroupResponse) -> Result<Vec<SyncGroupRequestAssignment>> {
-        let protocol = resp.protocol_name.clone().unwrap_or_default();
-        let assignor = self
-            .config
-            .assignors
-            .iter()
-            .find(|a| a.name() == protocol)
-            .cloned()
-            .ok_or_else(|| Error::Group {
-                group: self.config.group_id.clone(),
-                code: KafkaCode::InconsistentGroupProtocol,
-                during: "assigning partitions",
-            })?;
-        let mut members = Vec::with_capacity(resp.members.len());
-        for m in &resp.members {
-            let subscription = Subscription::decode(&m.metadata).unwrap_or_else(|e| {
-                log::warn!(
-                    "{}: member {} sent unreadable metadata ({e}); it gets nothing",
-                    self.ctx(),
-                    m.member_id
-                );
-                Subscription::default()
-            });
-            members.push(MemberSubscription {
-                member_id: m.member_id.clone().into(),
-                group_instance_id: m.group_instance_id.clone().map(Into::into),
-                subscription,
-            });
-        }
-        let topics: BTreeSet<String> = members
-            .iter()
-            .flat_map(|m| m.subscription.topics.iter().cloned())
-            .collect();
-        let partitions = self.partition_counts(topics.iter().map(String::as_str))?;
-        if resp.skip_assignment {
-            log::info!(
-                "{}: leader rejoined with skip_assignment; checking that the group's assignment covers the subscribed topics",
-                self.ctx()
-            );
-            self.metrics.skipped_assignment();
-            // Unchecked until the group's assignment is read: the partition counts at our
-            // rejoin say nothing about what the assignment was made for.
-            self.leader_snapshot = Some(LeaderSnapshot { topics, counts: None });
-            self.check_kept_assignment(&partitions);
-            return Ok(Vec::new());
-        }
-        self.leader_snapshot = Some(LeaderSnapshot {
-            topics,
-            counts: Some(partitions.clone()),
-        });
-        let assigned = assignor.assign(&members, &partitions);
-        Ok(assigned
-            .into_iter()
-            .map(|(member_id, a)| SyncGroupRequestAssignment {
-                member_id: member_id.into(),
-                assignment: a.encode(),
-                ..Default::default()
-            })
-            .collect())
-    }
-
-    /// Partition counts of `topics` (each asked for once, however often it is named) that exist.
-    fn partition_counts<'a>(
-        &self,
-        topics: impl IntoIterator<Item = &'a str>,
-    ) -> Result<BTreeMap<String, i32>> {
-        let topics: Vec<&str> = topics.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
-        if topics.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let meta = self.client.refresh_metadata(Some(&topics))?;
-        // A subscribed topic the principal may not describe has no partitions to assign;
-        // leaving it out silently would have the consumer wait for records forever.
-        if let Some(e) = topics.iter().find_map(|t| topic_denied(&meta, t)) {
-            return Err(e);
-        }
-        Ok(topics
-            .iter()
-            .filter_map(|t| meta.topics.get(*t))
-            .filter(|t| !t.error.is_error() && !t.partitions.is_empty())
-            .map(|t| (t.name.clone(), t.partitions.len() as i32))
-            .collect())
-    }
-
-    /// The leader rebalances when a subscribed topic (of any member) gains partitions or
-    /// appears/disappears: every `metadata.max.age.ms`, comparing the metadata with the
-    /// partition counts the group's assignment was made for. A leader that skipped the
-    /// assignment and could not yet read the group's assignment retries that instead, every
-    /// `retry.backoff.ms`, so a failed DescribeGroups is not the end of the check.
-    fn check_leader_metadata(&mut self) {
-        let Some(snapshot) = &self.leader_snapshot else {
-            return;
-        };
-        let due = if snapshot.counts.is_some() {
-            self.config.metadata_max_age
-        } else {
-            self.config.retry_backoff
-        };
-        // With a rejoin pending the next join leads (or follows) anew; nothing to check.
-        if self.state.state() != MemberState::Stable
-            || self.rejoin.is_some()
-            || self.last_metadata_check.elapsed() < due
-        {
-            return;
-        }
-        self.last_metadata_check = Instant::now();
-        let topics: BTreeSet<String> = snapshot
-            .topics
-            .iter()
-            .chain(&self.config.topics)
-            .cloned()
-            .collect();
-        let expected = snapshot.counts.clone();
-        let now = match self.partition_counts(topics.iter().map(String::as_str)) {
-            Ok(now) => now,
-            Err(e) => {
-                log::debug!("{}: metadata check failed: {e}", self.ctx());
-                return;
-            }
-        };
-        match expected {
-            Some(expected) if now != expected => {
-                log::info!(
-                    "{}: subscribed topics changed ({expected:?} -> {now:?}); rebalancing",
-                    self.ctx()
-                );
-                self.schedule_rejoin(false);
-            }
-            Some(_) => {}
-            None => self.check_kept_assignment(&now),
-        }
-    }
-
-    /// KIP-814: reads the assignment the group keeps (DescribeGroups) and compares the
-    /// partition counts it was made for with `now`, the subscribed topics' counts in the
-    /// metadata; rebalances when they differ (a partition owned by no one or by two, a topic
-    /// nobody owns). Records those counts, not `now`, as the snapshot, so that the periodic
-    /// check also compares later metadata with what the group owns. When the assignment
-    /// cannot be read for now (see [`Unchecked::is_transient`]) the snapshot stays unchecked
-    /// and [`check_leader_metadata`](Self::check_leader_metadata) tries again; when it cannot
-    /// be read at all, the leader rebalances rather than trust what it cannot see.
-    fn check_kept_assignment(&mut self, now: &BTreeMap<String, i32>) {
-        let kept = match self.kept_assignments() {
-            Ok(kept) => kept,
-            Err(e) if e.is_transient() => {
-                log::info!(
-                    "{}: cannot read the group's assignment yet ({e}); checking again",
-                    self.ctx()
-                );
-                return;
-            }
-            Err(e) => {
-                log::warn!(
-                    "{}: cannot read the group's assignment ({e}); rebalancing instead of keeping it",
-                    self.ctx()
-                );
-                self.schedule_rejoin(false);
-                return;
-            }
-        };
-        let covered = leader::assigned_counts(&kept);
-        if &covered == now {
-            log::info!(
-                "{}: the group's assignment covers the subscribed topics ({now:?}); keeping it",
-                self.ctx()
-            );
-        } else {
-            let unowned: Vec<String> = leader::unowned(now, &kept)
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            log::info!(
-                "{}: the group's assignment was made for {covered:?}, the subscribed topics have {now:?} (owned by no one: [{}]); rebalancing",
-                self.ctx(),
-                unowned.join(", ")
-            );
-            self.schedule_rejoin(false);
-        }
-        if let Some(s) = &mut self.leader_snapshot {
-            s.counts = Some(covered);
-        }
-    }
-
-    /// The members' assignments as the coordinator keeps them, from DescribeGroups over the
-    /// member's own coordinator connection.
-    fn kept_assignments(&mut self) -> std::result::Result<Vec<Assignment>, Unchecked> {
-        let group = self.config.group_id.clone();
-        let described = self
-            .coordinator_request(
-                crate::deadline::after(self.client.connection_config().request_timeout),
-                |_| requests::describe_group(&group),
-            )
-            .and_then(|resp| crate::admin::group_description(&group, resp));
-        let described = match described {
-            Ok(d) => d,
-            Err(e) => {
-                if e.kafka_code()
-                    .is_some_and(|c| classify(c) == GroupAction::RediscoverCoordinator)
-                {
-                    self.forget_coordinator();
-                }
-                return Err(Unchecked::Request(e));
-            }
-        };
-        leader::kept_assignments(
-            &described.state,
-            described
-                .members
-                .iter()
-                .map(|m| (m.member_id.as_str(), &m.assignment)),
-        )
-        .map_err(Unchecked::Answer)
-    }
-
     /// Asks for a rebalance at the next [`poll`](Self::poll) (e.g. after the application
     /// changed what it can handle).
     pub fn request_rejoin(&mut self) {
@@ -1589,12 +1269,5 @@ impl Drop for GroupMember {
         if let Err(e) = self.close_inner(crate::deadline::after(self.config.close_timeout)) {
             log::debug!("{}: close on drop: {e}", self.ctx());
         }
-    }
-}
-
-impl Client {
-    /// Starts building a member of consumer group `group_id`.
-    pub fn member(&self, group_id: &str) -> MemberBuilder {
-        MemberBuilder::new(self.clone(), group_id)
     }
 }

@@ -9,6 +9,7 @@
 pub mod action;
 pub mod assignment;
 pub mod assignor;
+mod builder;
 pub mod config;
 mod heartbeat;
 mod leader;
@@ -20,7 +21,8 @@ pub mod timer;
 
 pub use assignment::{Assignment, Subscription, TopicPartition};
 pub use assignor::{Assignor, MemberSubscription, RangeAssignor, RoundRobinAssignor};
+pub use builder::MemberBuilder;
 pub use config::{MemberConfig, OldBrokerPolicy};
-pub use member::{GroupEvent, GroupMember, MemberBuilder};
+pub use member::{GroupEvent, GroupMember};
 pub use metrics::MemberMetrics;
 pub use state::{Generation, MemberState};
