@@ -22,7 +22,7 @@ use crate::client::{Broker, Client};
 use crate::error::{Error, Result};
 use crate::net::{Connection, Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, SyncGroupRequest};
+use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupResponse, SyncGroupRequest};
 use crate::protocol::ApiKey;
 use crate::KafkaCode;
 use std::sync::Arc;
@@ -489,7 +489,7 @@ impl GroupMember {
                     join_time,
                     until,
                 } => {
-                    let assignments = if resp.leader == resp.member_id {
+                    let assignments = if leads(&resp) {
                         match self.lead(&resp) {
                             Ok(a) => a,
                             Err(e) if e.is_transient() => {
@@ -597,7 +597,7 @@ impl GroupMember {
         deadline: Instant,
     ) -> Result<Option<Joining>> {
         let code = KafkaCode::from_code(resp.error_code);
-        if code == KafkaCode::MemberIdRequired {
+        if join_step(ApiKey::JoinGroup, code) == JoinStep::JoinWithGivenMemberId {
             // KIP-394: the coordinator handed out our member id; join again with it at once.
             log::debug!(
                 "{}: MEMBER_ID_REQUIRED, rejoining as {}",
@@ -612,11 +612,7 @@ impl GroupMember {
             return Ok(None);
         }
         let join_time = started.elapsed();
-        let generation = Generation {
-            id: resp.generation_id,
-            member_id: resp.member_id.clone().into(),
-            protocol: resp.protocol_name.clone().map(Into::into),
-        };
+        let generation = joined_generation(&resp);
         self.transition(Transition::Joined(generation.clone()));
         let coordinator = self.coordinator.clone().ok_or(Error::Closed)?;
         // Heartbeats start now, not after SyncGroup, so a slow leader cannot expire us.
@@ -625,7 +621,7 @@ impl GroupMember {
             coordinator,
             instance_id: self.instance_id_to_send(),
         });
-        let is_leader = resp.leader == resp.member_id;
+        let is_leader = leads(&resp);
         if !is_leader {
             // A former leader's watch of the topics is the new leader's job now.
             self.leader_snapshot = None;
@@ -912,16 +908,18 @@ impl GroupMember {
     /// Returns `Ok(true)` to go on, `Ok(false)` to retry the join from the start, or the error.
     fn handle_group_code(&mut self, code: KafkaCode, api: ApiKey, deadline: Instant) -> Result<bool> {
         let during = api.name();
-        match classify(code) {
-            GroupAction::Proceed => Ok(true),
-            GroupAction::Retry | GroupAction::Rejoin => {
+        match join_step(api, code) {
+            JoinStep::Proceed => Ok(true),
+            JoinStep::JoinAgain { backoff } => {
                 log::info!("{}: {during} answered {code}; joining again", self.ctx());
-                if code != KafkaCode::RebalanceInProgress {
+                if backoff {
                     self.backoff(deadline);
                 }
                 Ok(false)
             }
-            GroupAction::RejoinWithResetMemberId => {
+            // Only a JoinGroup answers it, and `on_join_response` takes the member id first.
+            JoinStep::JoinWithGivenMemberId => Ok(false),
+            JoinStep::JoinAgainWithNewMemberId => {
                 log::info!(
                     "{}: {during} answered {code}; joining again with a new member id",
                     self.ctx()
@@ -931,7 +929,7 @@ impl GroupMember {
                 });
                 Ok(false)
             }
-            GroupAction::RediscoverCoordinator => {
+            JoinStep::FindCoordinator => {
                 log::info!(
                     "{}: {during} answered {code}; looking for the coordinator again",
                     self.ctx()
@@ -940,8 +938,8 @@ impl GroupMember {
                 self.backoff(deadline);
                 Ok(false)
             }
-            GroupAction::Fenced => Err(self.fence()),
-            GroupAction::Fatal => Err(self.group_error(api, code)),
+            JoinStep::Fenced => Err(self.fence()),
+            JoinStep::Fatal => Err(self.group_error(api, code)),
         }
     }
 
@@ -1191,18 +1189,9 @@ impl GroupMember {
         let req = requests::leave_group(&self.config.group_id, &[me], version);
         let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
         let resp = conn.send_at(&req, version, Some(timeout))?;
-        let code = KafkaCode::from_code(resp.error_code);
-        let member_code = resp
-            .members
-            .first()
-            .map(|m| KafkaCode::from_code(m.error_code))
-            .unwrap_or(KafkaCode::None);
-        for c in [code, member_code] {
-            // The coordinator already forgetting us is what leaving wants anyway.
-            if c.is_error() && c != KafkaCode::UnknownMemberId {
-                let group = &self.config.group_id;
-                return Err(Error::from_code(ApiKey::LeaveGroup, c, Scope::group(group), None));
-            }
+        if let Some(c) = leave_error(&resp) {
+            let group = &self.config.group_id;
+            return Err(Error::from_code(ApiKey::LeaveGroup, c, Scope::group(group), None));
         }
         log::info!("{}: left the group", self.ctx());
         Ok(())
@@ -1269,5 +1258,172 @@ impl Drop for GroupMember {
         if let Err(e) = self.close_inner(crate::deadline::after(self.config.close_timeout)) {
             log::debug!("{}: close on drop: {e}", self.ctx());
         }
+    }
+}
+
+/// What the join does about the code a JoinGroup or SyncGroup answered: the group table
+/// ([`classify`]) read for the join loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JoinStep {
+    /// Go on with the answer.
+    Proceed,
+    /// KIP-394, JoinGroup only: the coordinator handed out our member id; join again with it at
+    /// once.
+    JoinWithGivenMemberId,
+    /// Join again from the start with the same member id, after `retry.backoff.ms` if
+    /// `backoff` (not when the group is only rebalancing: the JoinGroup is what it waits for).
+    JoinAgain {
+        /// Pause first.
+        backoff: bool,
+    },
+    /// The coordinator forgot us: join again at once with an empty member id.
+    JoinAgainWithNewMemberId,
+    /// Find the coordinator again (after a backoff), then join.
+    FindCoordinator,
+    /// Another member has our instance id: stop.
+    Fenced,
+    /// Stop with the code as the error.
+    Fatal,
+}
+
+fn join_step(api: ApiKey, code: KafkaCode) -> JoinStep {
+    if api == ApiKey::JoinGroup && code == KafkaCode::MemberIdRequired {
+        return JoinStep::JoinWithGivenMemberId;
+    }
+    match classify(code) {
+        GroupAction::Proceed => JoinStep::Proceed,
+        GroupAction::Retry | GroupAction::Rejoin => JoinStep::JoinAgain {
+            backoff: code != KafkaCode::RebalanceInProgress,
+        },
+        GroupAction::RejoinWithResetMemberId => JoinStep::JoinAgainWithNewMemberId,
+        GroupAction::RediscoverCoordinator => JoinStep::FindCoordinator,
+        GroupAction::Fenced => JoinStep::Fenced,
+        GroupAction::Fatal => JoinStep::Fatal,
+    }
+}
+
+/// The generation a successful JoinGroup answer puts us in.
+fn joined_generation(resp: &JoinGroupResponse) -> Generation {
+    Generation {
+        id: resp.generation_id,
+        member_id: resp.member_id.clone().into(),
+        protocol: resp.protocol_name.clone().map(Into::into),
+    }
+}
+
+/// Whether the JoinGroup answer makes us the leader, the member that assigns.
+fn leads(resp: &JoinGroupResponse) -> bool {
+    resp.leader == resp.member_id
+}
+
+/// The error a LeaveGroup answer reports, at the group's level or for our member (v3+), if
+/// any. `UNKNOWN_MEMBER_ID` is none: the coordinator already forgetting us is what leaving
+/// wants anyway.
+fn leave_error(resp: &LeaveGroupResponse) -> Option<KafkaCode> {
+    let member_code = resp.members.first().map_or(0, |m| m.error_code);
+    [resp.error_code, member_code]
+        .into_iter()
+        .map(KafkaCode::from_code)
+        .find(|c| c.is_error() && *c != KafkaCode::UnknownMemberId)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::leave_group_response::MemberResponse;
+
+    #[test]
+    fn join_answers_each_code() {
+        use JoinStep as S;
+        use KafkaCode as K;
+        for api in [ApiKey::JoinGroup, ApiKey::SyncGroup] {
+            let step = |code| join_step(api, code);
+            assert_eq!(step(K::None), S::Proceed);
+            // The group rebalances: the next JoinGroup is what it waits for, so no pause.
+            assert_eq!(step(K::RebalanceInProgress), S::JoinAgain { backoff: false });
+            assert_eq!(step(K::IllegalGeneration), S::JoinAgain { backoff: true });
+            // Loading: the same coordinator, after a pause (as Kafka's Java client does).
+            assert_eq!(step(K::CoordinatorLoadInProgress), S::JoinAgain { backoff: true });
+            assert_eq!(step(K::RequestTimedOut), S::JoinAgain { backoff: true });
+            assert_eq!(step(K::UnknownMemberId), S::JoinAgainWithNewMemberId);
+            assert_eq!(step(K::NotCoordinator), S::FindCoordinator);
+            assert_eq!(step(K::CoordinatorNotAvailable), S::FindCoordinator);
+            assert_eq!(step(K::FencedInstanceId), S::Fenced);
+            for fatal in [
+                K::GroupAuthorizationFailed,
+                K::InconsistentGroupProtocol,
+                K::InvalidSessionTimeout,
+                K::GroupMaxSizeReached,
+                K::Unknown(-999),
+            ] {
+                assert_eq!(step(fatal), S::Fatal, "{api:?} {fatal}");
+            }
+        }
+        // KIP-394's member id is handed out by JoinGroup only.
+        assert_eq!(
+            join_step(ApiKey::JoinGroup, K::MemberIdRequired),
+            S::JoinWithGivenMemberId
+        );
+        assert_eq!(join_step(ApiKey::SyncGroup, K::MemberIdRequired), S::Fatal);
+    }
+
+    #[test]
+    fn a_join_answer_gives_the_generation_and_the_leader() {
+        let resp = JoinGroupResponse {
+            generation_id: 8,
+            member_id: "m-2".into(),
+            leader: "m-1".into(),
+            protocol_name: Some("range".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            joined_generation(&resp),
+            Generation {
+                id: 8,
+                member_id: "m-2".into(),
+                protocol: Some("range".into()),
+            }
+        );
+        assert!(!leads(&resp));
+        let leader = JoinGroupResponse {
+            leader: "m-2".into(),
+            ..resp
+        };
+        assert!(leads(&leader));
+    }
+
+    #[test]
+    fn leaving_reports_errors_but_not_an_unknown_member() {
+        let answer = |top: KafkaCode, member: Option<KafkaCode>| LeaveGroupResponse {
+            error_code: top.code(),
+            members: member
+                .map(|c| MemberResponse {
+                    member_id: "m-1".into(),
+                    error_code: c.code(),
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        use KafkaCode as K;
+        // v0-2 answers have no members.
+        assert_eq!(leave_error(&answer(K::None, None)), None);
+        assert_eq!(leave_error(&answer(K::UnknownMemberId, None)), None);
+        assert_eq!(leave_error(&answer(K::None, Some(K::UnknownMemberId))), None);
+        assert_eq!(leave_error(&answer(K::None, Some(K::None))), None);
+        assert_eq!(
+            leave_error(&answer(K::NotCoordinator, None)),
+            Some(K::NotCoordinator)
+        );
+        assert_eq!(
+            leave_error(&answer(K::None, Some(K::FencedInstanceId))),
+            Some(K::FencedInstanceId)
+        );
+        // The group's code comes first.
+        assert_eq!(
+            leave_error(&answer(K::GroupAuthorizationFailed, Some(K::FencedInstanceId))),
+            Some(K::GroupAuthorizationFailed)
+        );
     }
 }

@@ -8,11 +8,11 @@
 use super::GroupMember;
 use crate::group::action::{classify, GroupAction};
 use crate::group::assignment::Assignment;
-use crate::group::leader::{self, Unchecked};
+use crate::group::leader::{self, LeaderSnapshot, Unchecked};
 use crate::group::requests;
 use crate::group::state::MemberState;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 impl GroupMember {
     /// The leader rebalances when a subscribed topic (of any member) gains partitions or
@@ -24,11 +24,7 @@ impl GroupMember {
         let Some(snapshot) = &self.leader_snapshot else {
             return;
         };
-        let due = if snapshot.counts.is_some() {
-            self.config.metadata_max_age
-        } else {
-            self.config.retry_backoff
-        };
+        let due = check_interval(snapshot, self.config.metadata_max_age, self.config.retry_backoff);
         // With a rejoin pending the next join leads (or follows) anew; nothing to check.
         if self.state.state() != MemberState::Stable
             || self.rejoin.is_some()
@@ -37,12 +33,7 @@ impl GroupMember {
             return;
         }
         self.last_metadata_check = Instant::now();
-        let topics: BTreeSet<String> = snapshot
-            .topics
-            .iter()
-            .chain(&self.config.topics)
-            .cloned()
-            .collect();
+        let topics = watched_topics(snapshot, &self.config.topics);
         let expected = snapshot.counts.clone();
         let now = match self.partition_counts(topics.iter().map(String::as_str)) {
             Ok(now) => now,
@@ -51,16 +42,16 @@ impl GroupMember {
                 return;
             }
         };
-        match expected {
-            Some(expected) if now != expected => {
+        match compare(expected.as_ref(), &now) {
+            Watch::Changed => {
                 log::info!(
                     "{}: subscribed topics changed ({expected:?} -> {now:?}); rebalancing",
                     self.ctx()
                 );
                 self.schedule_rejoin(false);
             }
-            Some(_) => {}
-            None => self.check_kept_assignment(&now),
+            Watch::Unchanged => {}
+            Watch::ReadKeptAssignment => self.check_kept_assignment(&now),
         }
     }
 
@@ -143,5 +134,89 @@ impl GroupMember {
                 .map(|m| (m.member_id.as_str(), &m.assignment)),
         )
         .map_err(Unchecked::Answer)
+    }
+}
+
+/// How often the leader looks: every `metadata.max.age.ms` once it knows what the group's
+/// assignment was made for, every `retry.backoff.ms` while a kept assignment (KIP-814) could
+/// not be read yet.
+fn check_interval(snapshot: &LeaderSnapshot, max_age: Duration, retry_backoff: Duration) -> Duration {
+    if snapshot.counts.is_some() {
+        max_age
+    } else {
+        retry_backoff
+    }
+}
+
+/// The topics to look up: every member's of the generation, and ours, which may have been
+/// changed since.
+fn watched_topics(snapshot: &LeaderSnapshot, own: &[String]) -> BTreeSet<String> {
+    snapshot.topics.iter().chain(own).cloned().collect()
+}
+
+/// What a look at the metadata found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watch {
+    /// The partition counts are those the assignment was made for.
+    Unchanged,
+    /// A topic gained partitions, appeared or disappeared: rebalance.
+    Changed,
+    /// Nothing to compare with yet: read the assignment the group kept (KIP-814).
+    ReadKeptAssignment,
+}
+
+fn compare(expected: Option<&BTreeMap<String, i32>>, now: &BTreeMap<String, i32>) -> Watch {
+    match expected {
+        Some(expected) if expected != now => Watch::Changed,
+        Some(_) => Watch::Unchanged,
+        None => Watch::ReadKeptAssignment,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(c: &[(&str, i32)]) -> BTreeMap<String, i32> {
+        c.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+    }
+
+    fn snapshot(counts: Option<BTreeMap<String, i32>>) -> LeaderSnapshot {
+        LeaderSnapshot {
+            topics: ["a".to_string(), "b".to_string()].into(),
+            counts,
+        }
+    }
+
+    #[test]
+    fn an_unchecked_kept_assignment_is_looked_at_again_sooner() {
+        let (age, backoff) = (Duration::from_secs(300), Duration::from_millis(100));
+        assert_eq!(check_interval(&snapshot(Some(counts(&[]))), age, backoff), age);
+        assert_eq!(check_interval(&snapshot(None), age, backoff), backoff);
+    }
+
+    #[test]
+    fn every_members_topics_and_ours_are_watched() {
+        let topics: Vec<_> = watched_topics(&snapshot(None), &["c".into(), "a".into()])
+            .into_iter()
+            .collect();
+        assert_eq!(topics, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_change_in_any_topic_rebalances() {
+        let was = counts(&[("a", 3), ("b", 1)]);
+        assert_eq!(compare(Some(&was), &was.clone()), Watch::Unchanged);
+        // Grown, appeared, gone.
+        assert_eq!(
+            compare(Some(&was), &counts(&[("a", 4), ("b", 1)])),
+            Watch::Changed
+        );
+        assert_eq!(
+            compare(Some(&was), &counts(&[("a", 3), ("b", 1), ("c", 2)])),
+            Watch::Changed
+        );
+        assert_eq!(compare(Some(&was), &counts(&[("a", 3)])), Watch::Changed);
+        assert_eq!(compare(None, &was), Watch::ReadKeptAssignment);
     }
 }
