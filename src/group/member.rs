@@ -1332,6 +1332,100 @@ mod tests {
     use super::*;
     use crate::protocol::messages::leave_group_response::MemberResponse;
 
+    /// A static member (its close sends nothing) in generation `g`, without any network.
+    fn stable_member(g: &Generation) -> GroupMember {
+        let client = Client::builder()
+            .bootstrap_servers("localhost:1")
+            .build()
+            .unwrap();
+        let mut config = MemberConfig::new("g");
+        config.group_instance_id = Some("worker-1".into());
+        let mut m = GroupMember::new(client, config).unwrap();
+        m.transition(Transition::JoinSent);
+        m.transition(Transition::Joined(g.clone()));
+        m.transition(Transition::Synced);
+        assert_eq!(m.state(), MemberState::Stable);
+        m
+    }
+
+    fn generation(id: i32, member_id: &str) -> Generation {
+        Generation {
+            id,
+            member_id: member_id.into(),
+            protocol: Some("range".into()),
+        }
+    }
+
+    #[test]
+    fn an_event_for_an_older_generation_is_ignored() {
+        let now = generation(3, "worker-1-new");
+        // Same generation id: a static member that rejoined an unchanged group.
+        let stale = [
+            generation(3, "worker-1-old"),
+            generation(2, "worker-1-new"),
+            Generation {
+                protocol: Some("roundrobin".into()),
+                ..now.clone()
+            },
+        ];
+        for old in &stale {
+            let mut m = stable_member(&now);
+            let mut events = Vec::new();
+            let rejoin = Event::RejoinNeeded {
+                generation: old.clone(),
+                reset_member_id: true,
+                reason: KafkaCode::UnknownMemberId,
+            };
+            m.on_event(rejoin, &mut events).unwrap();
+            m.on_event(
+                Event::Fenced {
+                    generation: old.clone(),
+                },
+                &mut events,
+            )
+            .unwrap();
+            let fatal = Event::Fatal {
+                generation: old.clone(),
+                code: KafkaCode::GroupAuthorizationFailed,
+            };
+            m.on_event(fatal, &mut events).unwrap();
+            m.on_event(
+                Event::SessionExpired {
+                    generation: old.clone(),
+                },
+                &mut events,
+            )
+            .unwrap();
+            assert!(events.is_empty(), "{old:?}: {events:?}");
+            assert_eq!(m.rejoin, None, "{old:?}");
+            assert_eq!(m.state(), MemberState::Stable, "{old:?}");
+            assert_eq!(m.member_id(), "worker-1-new");
+        }
+    }
+
+    #[test]
+    fn an_event_for_the_current_generation_is_acted_on() {
+        let now = generation(3, "worker-1-new");
+        let mut m = stable_member(&now);
+        let rejoin = Event::RejoinNeeded {
+            generation: now.clone(),
+            reset_member_id: false,
+            reason: KafkaCode::RebalanceInProgress,
+        };
+        m.on_event(rejoin, &mut Vec::new()).unwrap();
+        assert_eq!(m.rejoin, Some(false));
+        let e = m
+            .on_event(
+                Event::Fenced {
+                    generation: now.clone(),
+                },
+                &mut Vec::new(),
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::Fenced { .. }), "{e}");
+        assert_eq!(m.state(), MemberState::Fenced);
+    }
+
     #[test]
     fn join_answers_each_code() {
         use JoinStep as S;

@@ -3,8 +3,11 @@
 //!
 //! Pure logic — the [state machine](state), the [heartbeat timer](timer), the
 //! [error classification](action), the [assignors](assignor), what a restarted leader checks
-//! of the assignment it keeps (`leader.rs`) — is kept apart from the thread (`heartbeat.rs`)
-//! and the requests ([`member`]).
+//! of the assignment it keeps (`leader.rs`), the group requests (`requests.rs`) — is kept
+//! apart from what talks to the coordinator: the heartbeat thread (`heartbeat.rs`) and the
+//! [`member`] (the join loop, events, leave and close; the leader's assignment in
+//! `member/assign.rs`, its watch of the subscribed topics in `member/metadata_watch.rs`). The
+//! member's configuration is [`MemberBuilder`] (`builder.rs`).
 
 pub mod action;
 pub mod assignment;
