@@ -5,7 +5,7 @@
 //! ([`metadata_watch`](super::metadata_watch)).
 
 use super::GroupMember;
-use crate::client::topic_denied;
+use crate::client::{topic_denied, Metadata};
 use crate::error::{Error, Result};
 use crate::group::assignment::{Assignment, Subscription};
 use crate::group::assignor::{Assignor, MemberSubscription};
@@ -73,18 +73,24 @@ impl GroupMember {
             return Ok(BTreeMap::new());
         }
         let meta = self.client.refresh_metadata(Some(&topics))?;
-        // A subscribed topic the principal may not describe has no partitions to assign;
-        // leaving it out silently would have the consumer wait for records forever.
-        if let Some(e) = topics.iter().find_map(|t| topic_denied(&meta, t)) {
-            return Err(e);
-        }
-        Ok(topics
-            .iter()
-            .filter_map(|t| meta.topics.get(*t))
-            .filter(|t| !t.error.is_error() && !t.partitions.is_empty())
-            .map(|t| (t.name.clone(), t.partitions.len() as i32))
-            .collect())
+        partition_counts_in(&meta, &topics)
     }
+}
+
+/// The partition count of each of `topics` in `meta` that has partitions: a topic missing, in
+/// error or without partitions is left out (nobody can be assigned any of it). A topic the
+/// principal may not describe is an error instead: leaving it out silently would have the
+/// consumer wait for its records forever.
+fn partition_counts_in(meta: &Metadata, topics: &[&str]) -> Result<BTreeMap<String, i32>> {
+    if let Some(e) = topics.iter().find_map(|t| topic_denied(meta, t)) {
+        return Err(e);
+    }
+    Ok(topics
+        .iter()
+        .filter_map(|t| meta.topics.get(*t))
+        .filter(|t| !t.error.is_error() && !t.partitions.is_empty())
+        .map(|t| (t.name.clone(), t.partitions.len() as i32))
+        .collect())
 }
 
 /// The assignor named by the protocol the coordinator chose (one of ours, since the group only
@@ -138,7 +144,9 @@ fn sync_assignments(assigned: BTreeMap<String, Assignment>) -> Vec<SyncGroupRequ
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::{PartitionMetadata, TopicMetadata};
     use crate::group::{RangeAssignor, RoundRobinAssignor};
+    use crate::protocol::Uuid;
     use bytes::Bytes;
 
     fn member(id: &str, instance: Option<&str>, metadata: Bytes) -> JoinGroupResponseMember {
@@ -156,6 +164,68 @@ mod tests {
             ..Default::default()
         }
         .encode()
+    }
+
+    fn topic(name: &str, error: KafkaCode, partitions: i32) -> Arc<TopicMetadata> {
+        Arc::new(TopicMetadata {
+            name: name.into(),
+            id: Uuid::NIL,
+            error,
+            internal: false,
+            partitions: (0..partitions)
+                .map(|p| PartitionMetadata {
+                    partition: p,
+                    leader: 1,
+                    leader_epoch: 0,
+                    replicas: Arc::from([1]),
+                    isr: Arc::from([1]),
+                    error: KafkaCode::None,
+                })
+                .collect(),
+        })
+    }
+
+    fn metadata(topics: &[Arc<TopicMetadata>]) -> Metadata {
+        Metadata {
+            topics: topics.iter().map(|t| (t.name.clone(), t.clone())).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_topics_with_partitions_are_counted() {
+        let meta = metadata(&[
+            topic("a", KafkaCode::None, 3),
+            topic("b", KafkaCode::None, 1),
+            topic("empty", KafkaCode::None, 0),
+            topic("gone", KafkaCode::UnknownTopicOrPartition, 0),
+            topic("electing", KafkaCode::LeaderNotAvailable, 2),
+        ]);
+        let counts = partition_counts_in(&meta, &["a", "b", "empty", "gone", "electing", "unasked"]).unwrap();
+        assert_eq!(
+            counts,
+            BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 1)])
+        );
+        assert!(partition_counts_in(&meta, &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_topic_the_principal_may_not_describe_is_an_error() {
+        let meta = metadata(&[
+            topic("a", KafkaCode::None, 3),
+            topic("secret", KafkaCode::TopicAuthorizationFailed, 0),
+        ]);
+        let e = partition_counts_in(&meta, &["a", "secret"]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Authorization {
+                    code: KafkaCode::TopicAuthorizationFailed,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]
