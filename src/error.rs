@@ -520,16 +520,13 @@ impl Error {
     }
 
     /// Whether a request to a group coordinator failed only because the coordinator is moving,
-    /// loading or unreachable: find it again and retry. The one rule the client, members and
-    /// admin calls share.
+    /// loading or unreachable, so that retrying it is right. The one rule the client, members
+    /// and admin calls share; which codes count, and whether the coordinator is then found
+    /// again or (while it loads) asked again, is the group table's
+    /// ([`group::action`](crate::group::action)).
     pub(crate) fn is_coordinator_transient(&self) -> bool {
         match self {
-            Error::Kafka { code, .. } => matches!(
-                code,
-                KafkaCode::CoordinatorNotAvailable
-                    | KafkaCode::CoordinatorLoadInProgress
-                    | KafkaCode::NotCoordinator
-            ),
+            Error::Kafka { code, .. } => crate::group::action::coordinator_unready(*code),
             other => other.is_unreachable(),
         }
     }
@@ -568,5 +565,60 @@ fn tls_explanation(addr: &str, e: &(dyn std::error::Error + 'static)) -> String 
             )
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kafka(code: KafkaCode) -> Error {
+        Error::Kafka {
+            api: ApiKey::JoinGroup,
+            code,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn coordinator_codes_follow_the_group_table() {
+        for code in [
+            KafkaCode::CoordinatorLoadInProgress,
+            KafkaCode::NotCoordinator,
+            KafkaCode::CoordinatorNotAvailable,
+        ] {
+            assert!(kafka(code).is_coordinator_transient(), "{code}");
+            assert!(kafka(code).is_transient(), "{code}");
+        }
+        for code in [
+            KafkaCode::RebalanceInProgress,
+            KafkaCode::UnknownMemberId,
+            KafkaCode::RequestTimedOut,
+            KafkaCode::GroupAuthorizationFailed,
+        ] {
+            assert!(!kafka(code).is_coordinator_transient(), "{code}");
+        }
+        for code in (-1..=130).map(KafkaCode::from_code) {
+            assert_eq!(
+                kafka(code).is_coordinator_transient(),
+                crate::group::action::coordinator_unready(code),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unreachable_coordinator_is_transient() {
+        let refused = Error::Io {
+            addr: "b:9092".into(),
+            source: io::ErrorKind::ConnectionRefused.into(),
+        };
+        assert!(refused.is_coordinator_transient());
+        assert!(Error::NoBroker("none".into()).is_coordinator_transient());
+        let tls = Error::Tls {
+            addr: "b:9093".into(),
+            source: "expired".into(),
+        };
+        assert!(!tls.is_coordinator_transient());
     }
 }

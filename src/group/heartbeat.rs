@@ -2,12 +2,16 @@
 //! a JoinGroup or a slow application never delays the heartbeats that keep the session alive.
 //!
 //! It talks to the member only through channels: the member sends [`Command`]s, the thread
-//! answers with [`Event`]s that carry the generation they concern. The member ignores events
-//! for a generation it has already left, which is how a late error from an old generation is
-//! kept from disturbing a new one.
+//! answers with [`Event`]s that carry the generation they concern (id, member id and
+//! protocol). The member ignores events for a generation it has already left, which is how a
+//! late error from an old generation is kept from disturbing a new one.
+//!
+//! What the thread does with each answer is decided by [`on_answer`] and [`on_failure`], pure
+//! functions of the answer and the generation, unit-tested row by row.
 
 use super::action::{classify, GroupAction};
 use super::metrics::Metrics;
+use super::requests;
 use super::state::Generation;
 use super::timer::HeartbeatTimer;
 use crate::client::lock;
@@ -30,8 +34,9 @@ pub(crate) enum Command {
         coordinator: Broker,
         instance_id: Option<String>,
     },
-    /// SyncGroup answered: from now on `REBALANCE_IN_PROGRESS` means a new rebalance.
-    Stable(i32),
+    /// SyncGroup answered for this generation: from now on `REBALANCE_IN_PROGRESS` means a new
+    /// rebalance.
+    Stable(Generation),
     /// Stop heartbeating (a JoinGroup is about to be sent, or the member left).
     Pause,
     /// A test hook: stop answering without telling the member, to simulate a hung process.
@@ -40,12 +45,14 @@ pub(crate) enum Command {
     Shutdown,
 }
 
-/// From the heartbeat thread to its member.
+/// From the heartbeat thread to its member. Every event but a coordinator move carries the
+/// whole generation it concerns, for the member to check against its own
+/// ([`is_current`](super::state::is_current)).
 #[derive(Debug)]
 pub(crate) enum Event {
     /// The group must be joined again.
     RejoinNeeded {
-        generation: i32,
+        generation: Generation,
         reset_member_id: bool,
         reason: KafkaCode,
     },
@@ -53,18 +60,76 @@ pub(crate) enum Event {
     /// (Whatever the generation: the coordinator is the group's, not a generation's.)
     CoordinatorMoved { coordinator: Broker },
     /// No heartbeat succeeded for a whole session timeout.
-    SessionExpired { generation: i32 },
+    SessionExpired { generation: Generation },
     /// Another process took our `group.instance.id`.
-    Fenced { generation: i32 },
+    Fenced { generation: Generation },
     /// An error that retrying cannot fix.
-    Fatal { generation: i32, code: KafkaCode },
+    Fatal { generation: Generation, code: KafkaCode },
     /// The coordinator's connection could not be opened for a reason the same on every try
     /// ([`refuses_connection`]): credentials rejected, certificates, a token provider failing.
     /// Heartbeats stopped.
     Refused {
-        generation: i32,
+        generation: Generation,
         error: Box<crate::Error>,
     },
+}
+
+/// What the thread does after a heartbeat was answered with an error code, or failed.
+#[derive(Debug)]
+pub(crate) enum Reaction {
+    /// Keep heartbeating this generation at the usual pace (the answer counted as a failure).
+    KeepGoing,
+    /// Keep heartbeating — counting the answer as proof the session lives, so it holds while
+    /// the application finishes its work — and tell the member.
+    KeepGoingAndTell(Event),
+    /// Drop the connection, look for the coordinator again, then keep heartbeating.
+    Rediscover,
+    /// Stop heartbeating this generation and tell the member.
+    Stop(Event),
+}
+
+/// The reaction to a heartbeat answered with `code` (not `NONE`) for generation `g`; `stable`
+/// once SyncGroup has answered for it.
+pub(crate) fn on_answer(code: KafkaCode, g: &Generation, stable: bool) -> Reaction {
+    let rejoin = |reset_member_id| Event::RejoinNeeded {
+        generation: g.clone(),
+        reset_member_id,
+        reason: code,
+    };
+    match classify(code) {
+        GroupAction::Proceed | GroupAction::Retry => Reaction::KeepGoing,
+        // A new rebalance. While awaiting SyncGroup the rebalance is ours: the SyncGroup answer
+        // decides, not the heartbeat.
+        GroupAction::Rejoin if code == KafkaCode::RebalanceInProgress => match stable {
+            true => Reaction::KeepGoingAndTell(rejoin(false)),
+            false => Reaction::KeepGoing,
+        },
+        GroupAction::Rejoin => Reaction::Stop(rejoin(false)),
+        // Static and dynamic members alike: a static one is recognised again by its instance id.
+        GroupAction::RejoinWithResetMemberId => Reaction::Stop(rejoin(true)),
+        GroupAction::RediscoverCoordinator => Reaction::Rediscover,
+        GroupAction::Fenced => Reaction::Stop(Event::Fenced {
+            generation: g.clone(),
+        }),
+        GroupAction::Fatal => Reaction::Stop(Event::Fatal {
+            generation: g.clone(),
+            code,
+        }),
+    }
+}
+
+/// The reaction to a heartbeat for generation `g` that got no answer: a connection refused for
+/// good ([`refuses_connection`]) stops the thread; anything else (a reset, a timeout, a
+/// coordinator gone) is looked for again.
+pub(crate) fn on_failure(e: crate::Error, g: &Generation) -> Reaction {
+    if refuses_connection(&e) {
+        Reaction::Stop(Event::Refused {
+            generation: g.clone(),
+            error: Box::new(e),
+        })
+    } else {
+        Reaction::Rediscover
+    }
 }
 
 /// Whether a failure to open or use a connection comes from the configuration or credentials
@@ -207,7 +272,7 @@ impl Drop for HeartbeatHandle {
 }
 
 struct Active {
-    generation: i32,
+    generation: Generation,
     /// Built once per generation: every heartbeat of it is the same request.
     request: HeartbeatRequest,
     /// Group, member id, instance id and generation for log lines, formatted once per generation.
@@ -275,15 +340,9 @@ impl Worker {
                     instance_id.as_deref().unwrap_or("-"),
                     generation.id
                 );
-                let request = HeartbeatRequest {
-                    group_id: (&self.group).into(),
-                    generation_id: generation.id,
-                    member_id: generation.member_id.into(),
-                    group_instance_id: instance_id.map(Into::into),
-                    ..Default::default()
-                };
+                let request = requests::heartbeat(&self.group, &generation, instance_id.as_deref());
                 self.active = Some(Active {
-                    generation: generation.id,
+                    generation,
                     request,
                     ctx,
                     coordinator,
@@ -293,8 +352,8 @@ impl Worker {
                     expired_reported: false,
                 });
             }
-            Command::Stable(id) => {
-                if let Some(a) = self.active.as_mut().filter(|a| a.generation == id) {
+            Command::Stable(g) => {
+                if let Some(a) = self.active.as_mut().filter(|a| a.generation == g) {
                     a.stable = true;
                 }
             }
@@ -317,7 +376,7 @@ impl Worker {
             emit(
                 &self.events,
                 Event::SessionExpired {
-                    generation: a.generation,
+                    generation: a.generation.clone(),
                 },
             );
         }
@@ -332,104 +391,78 @@ impl Worker {
         }
         let done = Instant::now();
         let rtt = done - now;
-        let gen_id = a.generation;
         let ctx = &a.ctx;
-        match result {
+        let reaction = match result {
             Ok(KafkaCode::None) => {
                 a.timer.on_success(done);
                 a.expired_reported = false;
                 // The broker saw the session alive no later than when the request left.
                 self.metrics.heartbeat_ok(rtt, now);
                 log::debug!("{ctx}: heartbeat ok in {rtt:?}");
+                return;
             }
             Ok(code) => {
                 a.timer.on_failure(done);
                 self.metrics.heartbeat_failed();
                 log::debug!("{ctx}: heartbeat answered {code} in {rtt:?}");
-                match classify(code) {
-                    GroupAction::Proceed => {}
-                    GroupAction::Rejoin if code == KafkaCode::RebalanceInProgress => {
-                        if a.stable {
-                            log::info!("{ctx}: group is rebalancing; rejoin needed");
-                            // Keep heartbeating until the member rejoins, so the session holds
-                            // while the application finishes its work.
-                            a.timer.on_success(done);
-                            emit(
-                                &self.events,
-                                Event::RejoinNeeded {
-                                    generation: gen_id,
-                                    reset_member_id: false,
-                                    reason: code,
-                                },
-                            );
-                        }
-                        // While awaiting SyncGroup the rebalance is ours: the SyncGroup answer
-                        // decides, not the heartbeat.
-                    }
-                    action @ (GroupAction::Rejoin | GroupAction::RejoinWithResetMemberId) => {
-                        let reset_member_id = action == GroupAction::RejoinWithResetMemberId;
-                        log::info!(
-                            "{ctx}: {code}; rejoin needed{}",
-                            if reset_member_id {
-                                " with a new member id"
-                            } else {
-                                ""
-                            }
-                        );
-                        self.active = None;
-                        emit(
-                            &self.events,
-                            Event::RejoinNeeded {
-                                generation: gen_id,
-                                reset_member_id,
-                                reason: code,
-                            },
-                        );
-                    }
-                    GroupAction::RediscoverCoordinator => {
-                        log::info!("{ctx}: {code}; looking for the coordinator again");
-                        a.conn = None;
-                        self.rediscover();
-                    }
-                    GroupAction::Retry => {}
-                    GroupAction::Fenced => {
-                        log::error!(
-                            "{ctx}: fenced: another member uses this group.instance.id; heartbeats stop"
-                        );
-                        self.active = None;
-                        emit(&self.events, Event::Fenced { generation: gen_id });
-                    }
-                    GroupAction::Fatal => {
-                        log::error!("{ctx}: heartbeat failed with {code}; heartbeats stop");
-                        self.active = None;
-                        emit(
-                            &self.events,
-                            Event::Fatal {
-                                generation: gen_id,
-                                code,
-                            },
-                        );
-                    }
+                let reaction = on_answer(code, &a.generation, a.stable);
+                if matches!(reaction, Reaction::Rediscover) {
+                    log::info!("{ctx}: {code}; looking for the coordinator again");
                 }
-            }
-            Err(e) if refuses_connection(&e) => {
-                log::error!("{ctx}: cannot talk to the coordinator: {e}; heartbeats stop");
-                self.metrics.heartbeat_failed();
-                self.active = None;
-                emit(
-                    &self.events,
-                    Event::Refused {
-                        generation: gen_id,
-                        error: Box::new(e),
-                    },
-                );
+                reaction
             }
             Err(e) => {
-                a.timer.on_failure(done);
-                a.conn = None;
+                if !refuses_connection(&e) {
+                    log::debug!("{ctx}: heartbeat failed: {e}; looking for the coordinator again");
+                }
+                let reaction = on_failure(e, &a.generation);
+                if !matches!(reaction, Reaction::Stop(_)) {
+                    // A refused connection stops the thread; only a retried one counts against
+                    // the timer.
+                    a.timer.on_failure(done);
+                }
                 self.metrics.heartbeat_failed();
-                log::debug!("{ctx}: heartbeat failed: {e}; looking for the coordinator again");
+                reaction
+            }
+        };
+        match reaction {
+            Reaction::KeepGoing => {}
+            Reaction::KeepGoingAndTell(event) => {
+                log::info!("{ctx}: group is rebalancing; rejoin needed");
+                a.timer.on_success(done);
+                emit(&self.events, event);
+            }
+            Reaction::Rediscover => {
+                a.conn = None;
                 self.rediscover();
+            }
+            Reaction::Stop(event) => {
+                match &event {
+                    Event::RejoinNeeded {
+                        reason,
+                        reset_member_id,
+                        ..
+                    } => log::info!(
+                        "{ctx}: {reason}; rejoin needed{}",
+                        if *reset_member_id {
+                            " with a new member id"
+                        } else {
+                            ""
+                        }
+                    ),
+                    Event::Fenced { .. } => log::error!(
+                        "{ctx}: fenced: another member uses this group.instance.id; heartbeats stop"
+                    ),
+                    Event::Fatal { code, .. } => {
+                        log::error!("{ctx}: heartbeat failed with {code}; heartbeats stop")
+                    }
+                    Event::Refused { error, .. } => {
+                        log::error!("{ctx}: cannot talk to the coordinator: {error}; heartbeats stop")
+                    }
+                    Event::SessionExpired { .. } | Event::CoordinatorMoved { .. } => {}
+                }
+                self.active = None;
+                emit(&self.events, event);
             }
         }
     }
@@ -498,9 +531,168 @@ fn emit(events: &Sender<Event>, e: Event) {
 
 #[cfg(test)]
 mod tests {
-    use super::refuses_connection;
-    use crate::Error;
+    use super::{on_answer, on_failure, refuses_connection, Event, Reaction};
+    use crate::group::Generation;
+    use crate::{Error, KafkaCode};
     use std::io;
+
+    fn generation() -> Generation {
+        Generation {
+            id: 4,
+            member_id: "m-4".into(),
+            protocol: Some("range".into()),
+        }
+    }
+
+    /// The event of a reaction that stops heartbeating, with the generation checked.
+    fn stopped(r: Reaction) -> Event {
+        match r {
+            Reaction::Stop(e) => e,
+            other => panic!("expected heartbeats to stop, got {other:?}"),
+        }
+    }
+
+    fn rejoin(e: &Event) -> (bool, KafkaCode) {
+        match e {
+            Event::RejoinNeeded {
+                generation: g,
+                reset_member_id,
+                reason,
+            } => {
+                assert_eq!(*g, generation());
+                (*reset_member_id, *reason)
+            }
+            other => panic!("expected a rejoin, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rebalance_in_progress_once_stable_keeps_heartbeating_and_tells_the_member() {
+        match on_answer(KafkaCode::RebalanceInProgress, &generation(), true) {
+            Reaction::KeepGoingAndTell(e) => {
+                assert_eq!(rejoin(&e), (false, KafkaCode::RebalanceInProgress))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rebalance_in_progress_while_awaiting_sync_is_left_to_the_sync_answer() {
+        assert!(matches!(
+            on_answer(KafkaCode::RebalanceInProgress, &generation(), false),
+            Reaction::KeepGoing
+        ));
+    }
+
+    #[test]
+    fn illegal_generation_stops_and_rejoins_with_the_same_member_id() {
+        for stable in [false, true] {
+            let e = stopped(on_answer(KafkaCode::IllegalGeneration, &generation(), stable));
+            assert_eq!(rejoin(&e), (false, KafkaCode::IllegalGeneration));
+        }
+    }
+
+    #[test]
+    fn unknown_member_id_rejoins_with_a_new_member_id_static_or_dynamic() {
+        // The reaction does not depend on the member being static: a static one joins again
+        // with an empty member id too, and the coordinator recognises its instance id.
+        let static_member = Generation {
+            member_id: "worker-1-2f1c".into(),
+            ..generation()
+        };
+        for g in [generation(), static_member] {
+            let e = stopped(on_answer(KafkaCode::UnknownMemberId, &g, true));
+            let Event::RejoinNeeded {
+                generation,
+                reset_member_id,
+                reason,
+            } = e
+            else {
+                panic!("{e:?}")
+            };
+            assert_eq!(generation, g);
+            assert!(reset_member_id);
+            assert_eq!(reason, KafkaCode::UnknownMemberId);
+        }
+    }
+
+    #[test]
+    fn coordinator_moved_or_unavailable_is_looked_for_again() {
+        for code in [KafkaCode::NotCoordinator, KafkaCode::CoordinatorNotAvailable] {
+            for stable in [false, true] {
+                assert!(
+                    matches!(on_answer(code, &generation(), stable), Reaction::Rediscover),
+                    "{code}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_loading_coordinator_or_a_retriable_code_is_retried_in_place() {
+        for code in [
+            KafkaCode::CoordinatorLoadInProgress,
+            KafkaCode::RequestTimedOut,
+            KafkaCode::NetworkException,
+        ] {
+            assert!(
+                matches!(on_answer(code, &generation(), true), Reaction::KeepGoing),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn fenced_instance_id_stops() {
+        match stopped(on_answer(KafkaCode::FencedInstanceId, &generation(), true)) {
+            Event::Fenced { generation: g } => assert_eq!(g, generation()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn fatal_codes_stop_with_the_code() {
+        for code in [
+            KafkaCode::GroupAuthorizationFailed,
+            KafkaCode::InconsistentGroupProtocol,
+            KafkaCode::InvalidSessionTimeout,
+            KafkaCode::Unknown(-999),
+        ] {
+            match stopped(on_answer(code, &generation(), true)) {
+                Event::Fatal {
+                    generation: g,
+                    code: c,
+                } => {
+                    assert_eq!((g, c), (generation(), code));
+                }
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_lost_connection_is_looked_for_again_a_refused_one_stops() {
+        let reset = Error::Io {
+            addr: "b:9092".into(),
+            source: io::ErrorKind::ConnectionReset.into(),
+        };
+        assert!(matches!(on_failure(reset, &generation()), Reaction::Rediscover));
+        assert!(matches!(
+            on_failure(Error::Closed, &generation()),
+            Reaction::Rediscover
+        ));
+        let auth = Error::Authentication {
+            mechanism: "PLAIN",
+            message: "Authentication failed".into(),
+        };
+        match stopped(on_failure(auth, &generation())) {
+            Event::Refused { generation: g, error } => {
+                assert_eq!(g, generation());
+                assert!(matches!(*error, Error::Authentication { .. }));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn only_failures_every_try_would_repeat_stop_the_thread() {

@@ -6,31 +6,34 @@
 //! client's per-broker connections, because a JoinGroup can block for a whole rebalance and
 //! must not hold up other members embedded in the same process.
 
+mod assign;
+mod metadata_watch;
+
 use super::action::{classify, GroupAction};
 use super::assignment::{Assignment, Subscription, TopicPartition};
-use super::assignor::{Assignor, MemberSubscription};
 use super::config::{MemberConfig, OldBrokerPolicy};
 use super::heartbeat::{Command, Event, HeartbeatHandle};
-use super::leader::{self, LeaderSnapshot, Unchecked};
+use super::leader::LeaderSnapshot;
 use super::metrics::{MemberMetrics, Metrics};
+use super::requests;
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::authorization::{Resource, Scope};
-use crate::client::{topic_denied, Broker, Client};
+use crate::client::{Broker, Client};
 use crate::error::{Error, Result};
 use crate::net::{Connection, Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
-use crate::protocol::messages::join_group_request::JoinGroupRequestProtocol;
-use crate::protocol::messages::leave_group_request::MemberIdentity;
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, SyncGroupRequest};
+use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupResponse, SyncGroupRequest};
 use crate::protocol::ApiKey;
 use crate::KafkaCode;
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// JoinGroup may legitimately block for the whole rebalance timeout; the socket waits that long
 /// plus this, as Kafka's client does, so a slow rebalance is not mistaken for a dead broker.
 const JOIN_MARGIN: Duration = Duration::from_secs(5);
+
+/// What v5+ coordinators log as the reason a member left (KIP-800).
+const LEAVE_REASON: &str = "the member is leaving the group";
 
 /// What changed for the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,148 +72,6 @@ pub enum GroupEvent {
         /// The new coordinator.
         coordinator: Broker,
     },
-}
-
-/// Builds a [`GroupMember`]; each setter names the Kafka consumer property and its default.
-#[derive(Debug, Clone)]
-pub struct MemberBuilder {
-    client: Client,
-    config: MemberConfig,
-}
-
-impl MemberBuilder {
-    pub(crate) fn new(client: Client, group_id: &str) -> Self {
-        MemberBuilder {
-            client,
-            config: MemberConfig::new(group_id),
-        }
-    }
-
-    /// `group.instance.id`: makes this a static member (KIP-345). Default: none (dynamic).
-    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
-        self.config.group_instance_id = Some(id.into());
-        self
-    }
-
-    /// `session.timeout.ms`: how long the coordinator waits for a heartbeat before evicting
-    /// the member. Default 45 s; above zero and at most `i32::MAX` ms. Must lie within the
-    /// broker's `group.min/max.session.timeout.ms`.
-    pub fn session_timeout(mut self, t: Duration) -> Self {
-        self.config.session_timeout = t;
-        self
-    }
-
-    /// `heartbeat.interval.ms`: time between heartbeats; above zero and below the session
-    /// timeout (a third of it is usual). Default 3 s.
-    pub fn heartbeat_interval(mut self, t: Duration) -> Self {
-        self.config.heartbeat_interval = t;
-        self
-    }
-
-    /// `max.poll.interval.ms`: sent as the rebalance timeout, the time each member has to
-    /// rejoin during a rebalance. Default 300 s; above zero and at most `i32::MAX` ms.
-    pub fn rebalance_timeout(mut self, t: Duration) -> Self {
-        self.config.rebalance_timeout = t;
-        self
-    }
-
-    /// `retry.backoff.ms`: pause before retrying a failed group request. Default 100 ms.
-    pub fn retry_backoff(mut self, t: Duration) -> Self {
-        self.config.retry_backoff = t;
-        self
-    }
-
-    /// `metadata.max.age.ms`: how often the leader re-checks the subscribed topics for
-    /// partition changes. Default 300 s. A restarted static leader told to keep the group's
-    /// assignment (KIP-814) does not wait for this: it checks at once that the assignment
-    /// covers every partition (see [`GroupMember`]).
-    pub fn metadata_max_age(mut self, t: Duration) -> Self {
-        self.config.metadata_max_age = t;
-        self
-    }
-
-    /// `partition.assignment.strategy`, in preference order. Default `[range]`.
-    pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
-        self.config.assignors = assignors;
-        self
-    }
-
-    /// The topics to subscribe to, each a valid Kafka topic name (1 to 249 characters of
-    /// `[a-zA-Z0-9._-]`, not `.` or `..`). Default: none.
-    pub fn topics<I, S>(mut self, topics: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.config.topics = topics.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// `client.rack`, sent in the subscription for rack-aware assignors. Default: none.
-    pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
-        self.config.client_rack = Some(rack.into());
-        self
-    }
-
-    /// How long [`GroupMember::close`] (and drop) may take at most: stopping the heartbeat
-    /// thread (a heartbeat in flight is cut off) and, for a dynamic member, sending LeaveGroup.
-    /// A static member's close sends nothing and is quick. Like the Java consumer's
-    /// `close(Duration)`; default 30 s, as there.
-    pub fn close_timeout(mut self, t: Duration) -> Self {
-        self.config.close_timeout = t;
-        self
-    }
-
-    /// What to do on brokers older than 2.3, which lack static membership. Default
-    /// [`OldBrokerPolicy::Error`].
-    pub fn old_broker_policy(mut self, p: OldBrokerPolicy) -> Self {
-        self.config.old_broker_policy = p;
-        self
-    }
-
-    /// Validates the configuration and starts the member's heartbeat thread (idle until the
-    /// first join). No network call is made.
-    pub fn build(self) -> Result<GroupMember> {
-        self.config.validate()?;
-        let metrics = Arc::new(Metrics::default());
-        let heartbeat = HeartbeatHandle::spawn(
-            self.client.clone(),
-            self.config.group_id.clone(),
-            self.config.heartbeat_interval,
-            self.config.session_timeout,
-            self.config.retry_backoff,
-            metrics.clone(),
-        )
-        .map_err(|source| Error::Io {
-            addr: "heartbeat thread".into(),
-            source,
-        })?;
-        Ok(GroupMember {
-            static_member: self.config.group_instance_id.is_some(),
-            client: self.client,
-            config: self.config,
-            state: GroupState::default(),
-            coordinator: None,
-            conn: None,
-            assignment: Assignment::default(),
-            warned_fallback: false,
-            heartbeat,
-            metrics,
-            rejoin: None,
-            leader_snapshot: None,
-            last_metadata_check: Instant::now(),
-            last_generation: None,
-            joining: Joining::Start,
-            join_started: None,
-            discovery_since: None,
-            last_join_error: None,
-            join_failures: 0,
-            last_join_warn: None,
-            undelivered: Vec::new(),
-            denied: None,
-            heartbeats_refused: false,
-        })
-    }
 }
 
 /// One member of a consumer group, static or dynamic, with its heartbeat thread.
@@ -338,6 +199,49 @@ const MIN_LOOKUP: Duration = Duration::from_secs(1);
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
 impl GroupMember {
+    /// A member with a validated `config`: starts its heartbeat thread (idle until the first
+    /// join), makes no network call.
+    pub(super) fn new(client: Client, config: MemberConfig) -> Result<GroupMember> {
+        let metrics = Arc::new(Metrics::default());
+        let heartbeat = HeartbeatHandle::spawn(
+            client.clone(),
+            config.group_id.clone(),
+            config.heartbeat_interval,
+            config.session_timeout,
+            config.retry_backoff,
+            metrics.clone(),
+        )
+        .map_err(|source| Error::Io {
+            addr: "heartbeat thread".into(),
+            source,
+        })?;
+        Ok(GroupMember {
+            static_member: config.group_instance_id.is_some(),
+            client,
+            config,
+            state: GroupState::default(),
+            coordinator: None,
+            conn: None,
+            assignment: Assignment::default(),
+            warned_fallback: false,
+            heartbeat,
+            metrics,
+            rejoin: None,
+            leader_snapshot: None,
+            last_metadata_check: Instant::now(),
+            last_generation: None,
+            joining: Joining::Start,
+            join_started: None,
+            discovery_since: None,
+            last_join_error: None,
+            join_failures: 0,
+            last_join_warn: None,
+            undelivered: Vec::new(),
+            denied: None,
+            heartbeats_refused: false,
+        })
+    }
+
     /// The group id.
     pub fn group_id(&self) -> &str {
         &self.config.group_id
@@ -585,7 +489,7 @@ impl GroupMember {
                     join_time,
                     until,
                 } => {
-                    let assignments = if resp.leader == resp.member_id {
+                    let assignments = if leads(&resp) {
                         match self.lead(&resp) {
                             Ok(a) => a,
                             Err(e) if e.is_transient() => {
@@ -663,7 +567,7 @@ impl GroupMember {
                             source,
                         })?;
                     self.transition(Transition::Synced);
-                    self.heartbeat.send(Command::Stable(generation.id));
+                    self.heartbeat.send(Command::Stable(generation.clone()));
                     self.metrics.session_proven(sent);
                     let rebalanced = self.last_generation.map(|g| g != generation.id);
                     self.metrics
@@ -693,7 +597,7 @@ impl GroupMember {
         deadline: Instant,
     ) -> Result<Option<Joining>> {
         let code = KafkaCode::from_code(resp.error_code);
-        if code == KafkaCode::MemberIdRequired {
+        if join_step(ApiKey::JoinGroup, code) == JoinStep::JoinWithGivenMemberId {
             // KIP-394: the coordinator handed out our member id; join again with it at once.
             log::debug!(
                 "{}: MEMBER_ID_REQUIRED, rejoining as {}",
@@ -708,11 +612,7 @@ impl GroupMember {
             return Ok(None);
         }
         let join_time = started.elapsed();
-        let generation = Generation {
-            id: resp.generation_id,
-            member_id: resp.member_id.clone().into(),
-            protocol: resp.protocol_name.clone().map(Into::into),
-        };
+        let generation = joined_generation(&resp);
         self.transition(Transition::Joined(generation.clone()));
         let coordinator = self.coordinator.clone().ok_or(Error::Closed)?;
         // Heartbeats start now, not after SyncGroup, so a slow leader cannot expire us.
@@ -721,7 +621,7 @@ impl GroupMember {
             coordinator,
             instance_id: self.instance_id_to_send(),
         });
-        let is_leader = resp.leader == resp.member_id;
+        let is_leader = leads(&resp);
         if !is_leader {
             // A former leader's watch of the topics is the new leader's job now.
             self.leader_snapshot = None;
@@ -914,7 +814,7 @@ impl GroupMember {
             coordinator,
             instance_id: self.instance_id_to_send(),
         });
-        self.heartbeat.send(Command::Stable(generation.id));
+        self.heartbeat.send(Command::Stable(generation.clone()));
     }
 
     /// Gives the assignment up as lost once no request has proved the session alive for a
@@ -972,11 +872,11 @@ impl GroupMember {
                 generation,
                 reset_member_id,
                 reason,
-            } if self.state.is_current(generation) => {
+            } if self.state.is_current(&generation) => {
                 log::info!("{}: rejoin needed ({reason})", self.ctx());
                 self.schedule_rejoin(reset_member_id);
             }
-            Event::SessionExpired { generation } if self.state.is_current(generation) => {
+            Event::SessionExpired { generation } if self.state.is_current(&generation) => {
                 log::warn!(
                     "{}: session expired on our side; rediscovering the coordinator and rejoining",
                     self.ctx()
@@ -991,12 +891,12 @@ impl GroupMember {
                 // its instance id whatever member id it sends.
                 self.schedule_rejoin(!self.static_member);
             }
-            Event::Fenced { generation } if self.state.is_current(generation) => return Err(self.fence()),
-            Event::Fatal { generation, code } if self.state.is_current(generation) => {
+            Event::Fenced { generation } if self.state.is_current(&generation) => return Err(self.fence()),
+            Event::Fatal { generation, code } if self.state.is_current(&generation) => {
                 let e = self.group_error(ApiKey::Heartbeat, code);
                 return Err(self.stop_if_denied(e));
             }
-            Event::Refused { generation, error } if self.state.is_current(generation) => {
+            Event::Refused { generation, error } if self.state.is_current(&generation) => {
                 self.heartbeats_refused = true;
                 return Err(*error);
             }
@@ -1008,16 +908,18 @@ impl GroupMember {
     /// Returns `Ok(true)` to go on, `Ok(false)` to retry the join from the start, or the error.
     fn handle_group_code(&mut self, code: KafkaCode, api: ApiKey, deadline: Instant) -> Result<bool> {
         let during = api.name();
-        match classify(code) {
-            GroupAction::Proceed => Ok(true),
-            GroupAction::Retry | GroupAction::Rejoin => {
+        match join_step(api, code) {
+            JoinStep::Proceed => Ok(true),
+            JoinStep::JoinAgain { backoff } => {
                 log::info!("{}: {during} answered {code}; joining again", self.ctx());
-                if code != KafkaCode::RebalanceInProgress {
+                if backoff {
                     self.backoff(deadline);
                 }
                 Ok(false)
             }
-            GroupAction::RejoinWithResetMemberId => {
+            // Only a JoinGroup answers it, and `on_join_response` takes the member id first.
+            JoinStep::JoinWithGivenMemberId => Ok(false),
+            JoinStep::JoinAgainWithNewMemberId => {
                 log::info!(
                     "{}: {during} answered {code}; joining again with a new member id",
                     self.ctx()
@@ -1027,7 +929,7 @@ impl GroupMember {
                 });
                 Ok(false)
             }
-            GroupAction::RediscoverCoordinator => {
+            JoinStep::FindCoordinator => {
                 log::info!(
                     "{}: {during} answered {code}; looking for the coordinator again",
                     self.ctx()
@@ -1036,8 +938,8 @@ impl GroupMember {
                 self.backoff(deadline);
                 Ok(false)
             }
-            GroupAction::Fenced => Err(self.fence()),
-            GroupAction::Fatal => Err(self.group_error(api, code)),
+            JoinStep::Fenced => Err(self.fence()),
+            JoinStep::Fatal => Err(self.group_error(api, code)),
         }
     }
 
@@ -1193,27 +1095,25 @@ impl GroupMember {
         }
     }
 
-    fn send_join(&mut self) -> Result<Pending<JoinGroupRequest>> {
+    /// The JoinGroup this member sends now (its member id, and whether it is still static,
+    /// change between joins).
+    fn join_request(&self) -> JoinGroupRequest {
         let metadata = self.subscription().encode();
-        let req = JoinGroupRequest {
-            group_id: (&self.config.group_id).into(),
-            session_timeout_ms: millis(self.config.session_timeout),
-            rebalance_timeout_ms: millis(self.config.rebalance_timeout),
-            member_id: self.state.member_id().into(),
-            group_instance_id: self.instance_id_to_send().map(Into::into),
-            protocol_type: "consumer".into(),
-            protocols: self
-                .config
-                .assignors
-                .iter()
-                .map(|a| JoinGroupRequestProtocol {
-                    name: a.name().into(),
-                    metadata: metadata.clone(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
+        let instance = self.instance_id_to_send();
+        let protocols: Vec<&str> = self.config.assignors.iter().map(|a| a.name()).collect();
+        requests::join_group(&requests::JoinGroup {
+            group: &self.config.group_id,
+            member_id: self.state.member_id(),
+            instance_id: instance.as_deref(),
+            session_timeout: self.config.session_timeout,
+            rebalance_timeout: self.config.rebalance_timeout,
+            protocols: &protocols,
+            metadata: &metadata,
+        })
+    }
+
+    fn send_join(&mut self) -> Result<Pending<JoinGroupRequest>> {
+        let req = self.join_request();
         let wait = self.config.rebalance_timeout.max(self.config.session_timeout) + JOIN_MARGIN;
         let version = self
             .conn
@@ -1230,243 +1130,13 @@ impl GroupMember {
         g: &Generation,
         assignments: Vec<SyncGroupRequestAssignment>,
     ) -> Result<Pending<SyncGroupRequest>> {
-        let req = SyncGroupRequest {
-            group_id: (&self.config.group_id).into(),
-            generation_id: g.id,
-            member_id: (&g.member_id).into(),
-            group_instance_id: self.instance_id_to_send().map(Into::into),
-            protocol_type: Some("consumer".into()),
-            protocol_name: g.protocol.clone().map(Into::into),
-            assignments,
-            ..Default::default()
-        };
+        let instance = self.instance_id_to_send();
+        let req = requests::sync_group(&self.config.group_id, g, instance.as_deref(), assignments);
         // Followers wait in SyncGroup for the leader to assign, up to the rebalance timeout.
         let wait = self.config.rebalance_timeout + JOIN_MARGIN;
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(ApiKey::SyncGroup)?;
         conn.send_pending(&req, version, Some(wait))
-    }
-
-    /// The leader's part: decode subscriptions, look up partition counts, run the assignor.
-    ///
-    /// A restarted static leader that the coordinator tells to skip the assignment (KIP-814
-    /// `skip_assignment`) sends none; instead it checks that the assignment the group keeps
-    /// was made for the partitions the subscribed topics have now (see
-    /// [`check_kept_assignment`](Self::check_kept_assignment)), because partitions added
-    /// while the old leader ran may be in the metadata it sees at its rejoin but owned by
-    /// no one.
-    fn lead(&mut self, resp: &JoinGroupResponse) -> Result<Vec<SyncGroupRequestAssignment>> {
-        let protocol = resp.protocol_name.clone().unwrap_or_default();
-        let assignor = self
-            .config
-            .assignors
-            .iter()
-            .find(|a| a.name() == protocol)
-            .cloned()
-            .ok_or_else(|| Error::Group {
-                group: self.config.group_id.clone(),
-                code: KafkaCode::InconsistentGroupProtocol,
-                during: "assigning partitions",
-            })?;
-        let mut members = Vec::with_capacity(resp.members.len());
-        for m in &resp.members {
-            let subscription = Subscription::decode(&m.metadata).unwrap_or_else(|e| {
-                log::warn!(
-                    "{}: member {} sent unreadable metadata ({e}); it gets nothing",
-                    self.ctx(),
-                    m.member_id
-                );
-                Subscription::default()
-            });
-            members.push(MemberSubscription {
-                member_id: m.member_id.clone().into(),
-                group_instance_id: m.group_instance_id.clone().map(Into::into),
-                subscription,
-            });
-        }
-        let topics: BTreeSet<String> = members
-            .iter()
-            .flat_map(|m| m.subscription.topics.iter().cloned())
-            .collect();
-        let partitions = self.partition_counts(topics.iter().map(String::as_str))?;
-        if resp.skip_assignment {
-            log::info!(
-                "{}: leader rejoined with skip_assignment; checking that the group's assignment covers the subscribed topics",
-                self.ctx()
-            );
-            self.metrics.skipped_assignment();
-            // Unchecked until the group's assignment is read: the partition counts at our
-            // rejoin say nothing about what the assignment was made for.
-            self.leader_snapshot = Some(LeaderSnapshot { topics, counts: None });
-            self.check_kept_assignment(&partitions);
-            return Ok(Vec::new());
-        }
-        self.leader_snapshot = Some(LeaderSnapshot {
-            topics,
-            counts: Some(partitions.clone()),
-        });
-        let assigned = assignor.assign(&members, &partitions);
-        Ok(assigned
-            .into_iter()
-            .map(|(member_id, a)| SyncGroupRequestAssignment {
-                member_id: member_id.into(),
-                assignment: a.encode(),
-                ..Default::default()
-            })
-            .collect())
-    }
-
-    /// Partition counts of `topics` (each asked for once, however often it is named) that exist.
-    fn partition_counts<'a>(
-        &self,
-        topics: impl IntoIterator<Item = &'a str>,
-    ) -> Result<BTreeMap<String, i32>> {
-        let topics: Vec<&str> = topics.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
-        if topics.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let meta = self.client.refresh_metadata(Some(&topics))?;
-        // A subscribed topic the principal may not describe has no partitions to assign;
-        // leaving it out silently would have the consumer wait for records forever.
-        if let Some(e) = topics.iter().find_map(|t| topic_denied(&meta, t)) {
-            return Err(e);
-        }
-        Ok(topics
-            .iter()
-            .filter_map(|t| meta.topics.get(*t))
-            .filter(|t| !t.error.is_error() && !t.partitions.is_empty())
-            .map(|t| (t.name.clone(), t.partitions.len() as i32))
-            .collect())
-    }
-
-    /// The leader rebalances when a subscribed topic (of any member) gains partitions or
-    /// appears/disappears: every `metadata.max.age.ms`, comparing the metadata with the
-    /// partition counts the group's assignment was made for. A leader that skipped the
-    /// assignment and could not yet read the group's assignment retries that instead, every
-    /// `retry.backoff.ms`, so a failed DescribeGroups is not the end of the check.
-    fn check_leader_metadata(&mut self) {
-        let Some(snapshot) = &self.leader_snapshot else {
-            return;
-        };
-        let due = if snapshot.counts.is_some() {
-            self.config.metadata_max_age
-        } else {
-            self.config.retry_backoff
-        };
-        // With a rejoin pending the next join leads (or follows) anew; nothing to check.
-        if self.state.state() != MemberState::Stable
-            || self.rejoin.is_some()
-            || self.last_metadata_check.elapsed() < due
-        {
-            return;
-        }
-        self.last_metadata_check = Instant::now();
-        let topics: BTreeSet<String> = snapshot
-            .topics
-            .iter()
-            .chain(&self.config.topics)
-            .cloned()
-            .collect();
-        let expected = snapshot.counts.clone();
-        let now = match self.partition_counts(topics.iter().map(String::as_str)) {
-            Ok(now) => now,
-            Err(e) => {
-                log::debug!("{}: metadata check failed: {e}", self.ctx());
-                return;
-            }
-        };
-        match expected {
-            Some(expected) if now != expected => {
-                log::info!(
-                    "{}: subscribed topics changed ({expected:?} -> {now:?}); rebalancing",
-                    self.ctx()
-                );
-                self.schedule_rejoin(false);
-            }
-            Some(_) => {}
-            None => self.check_kept_assignment(&now),
-        }
-    }
-
-    /// KIP-814: reads the assignment the group keeps (DescribeGroups) and compares the
-    /// partition counts it was made for with `now`, the subscribed topics' counts in the
-    /// metadata; rebalances when they differ (a partition owned by no one or by two, a topic
-    /// nobody owns). Records those counts, not `now`, as the snapshot, so that the periodic
-    /// check also compares later metadata with what the group owns. When the assignment
-    /// cannot be read for now (see [`Unchecked::is_transient`]) the snapshot stays unchecked
-    /// and [`check_leader_metadata`](Self::check_leader_metadata) tries again; when it cannot
-    /// be read at all, the leader rebalances rather than trust what it cannot see.
-    fn check_kept_assignment(&mut self, now: &BTreeMap<String, i32>) {
-        let kept = match self.kept_assignments() {
-            Ok(kept) => kept,
-            Err(e) if e.is_transient() => {
-                log::info!(
-                    "{}: cannot read the group's assignment yet ({e}); checking again",
-                    self.ctx()
-                );
-                return;
-            }
-            Err(e) => {
-                log::warn!(
-                    "{}: cannot read the group's assignment ({e}); rebalancing instead of keeping it",
-                    self.ctx()
-                );
-                self.schedule_rejoin(false);
-                return;
-            }
-        };
-        let covered = leader::assigned_counts(&kept);
-        if &covered == now {
-            log::info!(
-                "{}: the group's assignment covers the subscribed topics ({now:?}); keeping it",
-                self.ctx()
-            );
-        } else {
-            let unowned: Vec<String> = leader::unowned(now, &kept)
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            log::info!(
-                "{}: the group's assignment was made for {covered:?}, the subscribed topics have {now:?} (owned by no one: [{}]); rebalancing",
-                self.ctx(),
-                unowned.join(", ")
-            );
-            self.schedule_rejoin(false);
-        }
-        if let Some(s) = &mut self.leader_snapshot {
-            s.counts = Some(covered);
-        }
-    }
-
-    /// The members' assignments as the coordinator keeps them, from DescribeGroups over the
-    /// member's own coordinator connection.
-    fn kept_assignments(&mut self) -> std::result::Result<Vec<Assignment>, Unchecked> {
-        let group = self.config.group_id.clone();
-        let described = self
-            .coordinator_request(
-                crate::deadline::after(self.client.connection_config().request_timeout),
-                |_| crate::admin::describe_groups_request(&group),
-            )
-            .and_then(|resp| crate::admin::group_description(&group, resp));
-        let described = match described {
-            Ok(d) => d,
-            Err(e) => {
-                if e.kafka_code()
-                    .is_some_and(|c| classify(c) == GroupAction::RediscoverCoordinator)
-                {
-                    self.forget_coordinator();
-                }
-                return Err(Unchecked::Request(e));
-            }
-        };
-        leader::kept_assignments(
-            &described.state,
-            described
-                .members
-                .iter()
-                .map(|m| (m.member_id.as_str(), &m.assignment)),
-        )
-        .map_err(Unchecked::Answer)
     }
 
     /// Asks for a rebalance at the next [`poll`](Self::poll) (e.g. after the application
@@ -1515,39 +1185,13 @@ impl GroupMember {
         if instance.is_some() {
             conn.check(&REMOVE_MEMBERS_BY_INSTANCE_ID)?;
         }
-        let member_id = self.state.member_id();
-        let req = if version >= 3 {
-            LeaveGroupRequest {
-                group_id: (&self.config.group_id).into(),
-                members: vec![MemberIdentity {
-                    member_id: member_id.into(),
-                    group_instance_id: instance.map(Into::into),
-                    reason: Some("the member is leaving the group".into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }
-        } else {
-            LeaveGroupRequest {
-                group_id: (&self.config.group_id).into(),
-                member_id: member_id.into(),
-                ..Default::default()
-            }
-        };
+        let me = requests::member_identity(self.state.member_id(), instance.as_deref(), LEAVE_REASON);
+        let req = requests::leave_group(&self.config.group_id, &[me], version);
         let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
         let resp = conn.send_at(&req, version, Some(timeout))?;
-        let code = KafkaCode::from_code(resp.error_code);
-        let member_code = resp
-            .members
-            .first()
-            .map(|m| KafkaCode::from_code(m.error_code))
-            .unwrap_or(KafkaCode::None);
-        for c in [code, member_code] {
-            // The coordinator already forgetting us is what leaving wants anyway.
-            if c.is_error() && c != KafkaCode::UnknownMemberId {
-                let group = &self.config.group_id;
-                return Err(Error::from_code(ApiKey::LeaveGroup, c, Scope::group(group), None));
-            }
+        if let Some(c) = leave_error(&resp) {
+            let group = &self.config.group_id;
+            return Err(Error::from_code(ApiKey::LeaveGroup, c, Scope::group(group), None));
         }
         log::info!("{}: left the group", self.ctx());
         Ok(())
@@ -1617,14 +1261,263 @@ impl Drop for GroupMember {
     }
 }
 
-fn millis(d: Duration) -> i32 {
-    // Validated to fit at build time.
-    d.as_millis().min(i32::MAX as u128) as i32
+/// What the join does about the code a JoinGroup or SyncGroup answered: the group table
+/// ([`classify`]) read for the join loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JoinStep {
+    /// Go on with the answer.
+    Proceed,
+    /// KIP-394, JoinGroup only: the coordinator handed out our member id; join again with it at
+    /// once.
+    JoinWithGivenMemberId,
+    /// Join again from the start with the same member id, after `retry.backoff.ms` if
+    /// `backoff` (not when the group is only rebalancing: the JoinGroup is what it waits for).
+    JoinAgain {
+        /// Pause first.
+        backoff: bool,
+    },
+    /// The coordinator forgot us: join again at once with an empty member id.
+    JoinAgainWithNewMemberId,
+    /// Find the coordinator again (after a backoff), then join.
+    FindCoordinator,
+    /// Another member has our instance id: stop.
+    Fenced,
+    /// Stop with the code as the error.
+    Fatal,
 }
 
-impl Client {
-    /// Starts building a member of consumer group `group_id`.
-    pub fn member(&self, group_id: &str) -> MemberBuilder {
-        MemberBuilder::new(self.clone(), group_id)
+fn join_step(api: ApiKey, code: KafkaCode) -> JoinStep {
+    if api == ApiKey::JoinGroup && code == KafkaCode::MemberIdRequired {
+        return JoinStep::JoinWithGivenMemberId;
+    }
+    match classify(code) {
+        GroupAction::Proceed => JoinStep::Proceed,
+        GroupAction::Retry | GroupAction::Rejoin => JoinStep::JoinAgain {
+            backoff: code != KafkaCode::RebalanceInProgress,
+        },
+        GroupAction::RejoinWithResetMemberId => JoinStep::JoinAgainWithNewMemberId,
+        GroupAction::RediscoverCoordinator => JoinStep::FindCoordinator,
+        GroupAction::Fenced => JoinStep::Fenced,
+        GroupAction::Fatal => JoinStep::Fatal,
+    }
+}
+
+/// The generation a successful JoinGroup answer puts us in.
+fn joined_generation(resp: &JoinGroupResponse) -> Generation {
+    Generation {
+        id: resp.generation_id,
+        member_id: resp.member_id.clone().into(),
+        protocol: resp.protocol_name.clone().map(Into::into),
+    }
+}
+
+/// Whether the JoinGroup answer makes us the leader, the member that assigns.
+fn leads(resp: &JoinGroupResponse) -> bool {
+    resp.leader == resp.member_id
+}
+
+/// The error a LeaveGroup answer reports, at the group's level or for our member (v3+), if
+/// any. `UNKNOWN_MEMBER_ID` is none: the coordinator already forgetting us is what leaving
+/// wants anyway.
+fn leave_error(resp: &LeaveGroupResponse) -> Option<KafkaCode> {
+    let member_code = resp.members.first().map_or(0, |m| m.error_code);
+    [resp.error_code, member_code]
+        .into_iter()
+        .map(KafkaCode::from_code)
+        .find(|c| c.is_error() && *c != KafkaCode::UnknownMemberId)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::leave_group_response::MemberResponse;
+
+    /// A static member (its close sends nothing) in generation `g`, without any network.
+    fn stable_member(g: &Generation) -> GroupMember {
+        let client = Client::builder()
+            .bootstrap_servers("localhost:1")
+            .build()
+            .unwrap();
+        let mut config = MemberConfig::new("g");
+        config.group_instance_id = Some("worker-1".into());
+        let mut m = GroupMember::new(client, config).unwrap();
+        m.transition(Transition::JoinSent);
+        m.transition(Transition::Joined(g.clone()));
+        m.transition(Transition::Synced);
+        assert_eq!(m.state(), MemberState::Stable);
+        m
+    }
+
+    fn generation(id: i32, member_id: &str) -> Generation {
+        Generation {
+            id,
+            member_id: member_id.into(),
+            protocol: Some("range".into()),
+        }
+    }
+
+    #[test]
+    fn an_event_for_an_older_generation_is_ignored() {
+        let now = generation(3, "worker-1-new");
+        // Same generation id: a static member that rejoined an unchanged group.
+        let stale = [
+            generation(3, "worker-1-old"),
+            generation(2, "worker-1-new"),
+            Generation {
+                protocol: Some("roundrobin".into()),
+                ..now.clone()
+            },
+        ];
+        for old in &stale {
+            let mut m = stable_member(&now);
+            let mut events = Vec::new();
+            let rejoin = Event::RejoinNeeded {
+                generation: old.clone(),
+                reset_member_id: true,
+                reason: KafkaCode::UnknownMemberId,
+            };
+            m.on_event(rejoin, &mut events).unwrap();
+            m.on_event(
+                Event::Fenced {
+                    generation: old.clone(),
+                },
+                &mut events,
+            )
+            .unwrap();
+            let fatal = Event::Fatal {
+                generation: old.clone(),
+                code: KafkaCode::GroupAuthorizationFailed,
+            };
+            m.on_event(fatal, &mut events).unwrap();
+            m.on_event(
+                Event::SessionExpired {
+                    generation: old.clone(),
+                },
+                &mut events,
+            )
+            .unwrap();
+            assert!(events.is_empty(), "{old:?}: {events:?}");
+            assert_eq!(m.rejoin, None, "{old:?}");
+            assert_eq!(m.state(), MemberState::Stable, "{old:?}");
+            assert_eq!(m.member_id(), "worker-1-new");
+        }
+    }
+
+    #[test]
+    fn an_event_for_the_current_generation_is_acted_on() {
+        let now = generation(3, "worker-1-new");
+        let mut m = stable_member(&now);
+        let rejoin = Event::RejoinNeeded {
+            generation: now.clone(),
+            reset_member_id: false,
+            reason: KafkaCode::RebalanceInProgress,
+        };
+        m.on_event(rejoin, &mut Vec::new()).unwrap();
+        assert_eq!(m.rejoin, Some(false));
+        let e = m
+            .on_event(
+                Event::Fenced {
+                    generation: now.clone(),
+                },
+                &mut Vec::new(),
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::Fenced { .. }), "{e}");
+        assert_eq!(m.state(), MemberState::Fenced);
+    }
+
+    #[test]
+    fn join_answers_each_code() {
+        use JoinStep as S;
+        use KafkaCode as K;
+        for api in [ApiKey::JoinGroup, ApiKey::SyncGroup] {
+            let step = |code| join_step(api, code);
+            assert_eq!(step(K::None), S::Proceed);
+            // The group rebalances: the next JoinGroup is what it waits for, so no pause.
+            assert_eq!(step(K::RebalanceInProgress), S::JoinAgain { backoff: false });
+            assert_eq!(step(K::IllegalGeneration), S::JoinAgain { backoff: true });
+            // Loading: the same coordinator, after a pause (as Kafka's Java client does).
+            assert_eq!(step(K::CoordinatorLoadInProgress), S::JoinAgain { backoff: true });
+            assert_eq!(step(K::RequestTimedOut), S::JoinAgain { backoff: true });
+            assert_eq!(step(K::UnknownMemberId), S::JoinAgainWithNewMemberId);
+            assert_eq!(step(K::NotCoordinator), S::FindCoordinator);
+            assert_eq!(step(K::CoordinatorNotAvailable), S::FindCoordinator);
+            assert_eq!(step(K::FencedInstanceId), S::Fenced);
+            for fatal in [
+                K::GroupAuthorizationFailed,
+                K::InconsistentGroupProtocol,
+                K::InvalidSessionTimeout,
+                K::GroupMaxSizeReached,
+                K::Unknown(-999),
+            ] {
+                assert_eq!(step(fatal), S::Fatal, "{api:?} {fatal}");
+            }
+        }
+        // KIP-394's member id is handed out by JoinGroup only.
+        assert_eq!(
+            join_step(ApiKey::JoinGroup, K::MemberIdRequired),
+            S::JoinWithGivenMemberId
+        );
+        assert_eq!(join_step(ApiKey::SyncGroup, K::MemberIdRequired), S::Fatal);
+    }
+
+    #[test]
+    fn a_join_answer_gives_the_generation_and_the_leader() {
+        let resp = JoinGroupResponse {
+            generation_id: 8,
+            member_id: "m-2".into(),
+            leader: "m-1".into(),
+            protocol_name: Some("range".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            joined_generation(&resp),
+            Generation {
+                id: 8,
+                member_id: "m-2".into(),
+                protocol: Some("range".into()),
+            }
+        );
+        assert!(!leads(&resp));
+        let leader = JoinGroupResponse {
+            leader: "m-2".into(),
+            ..resp
+        };
+        assert!(leads(&leader));
+    }
+
+    #[test]
+    fn leaving_reports_errors_but_not_an_unknown_member() {
+        let answer = |top: KafkaCode, member: Option<KafkaCode>| LeaveGroupResponse {
+            error_code: top.code(),
+            members: member
+                .map(|c| MemberResponse {
+                    member_id: "m-1".into(),
+                    error_code: c.code(),
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        use KafkaCode as K;
+        // v0-2 answers have no members.
+        assert_eq!(leave_error(&answer(K::None, None)), None);
+        assert_eq!(leave_error(&answer(K::UnknownMemberId, None)), None);
+        assert_eq!(leave_error(&answer(K::None, Some(K::UnknownMemberId))), None);
+        assert_eq!(leave_error(&answer(K::None, Some(K::None))), None);
+        assert_eq!(
+            leave_error(&answer(K::NotCoordinator, None)),
+            Some(K::NotCoordinator)
+        );
+        assert_eq!(
+            leave_error(&answer(K::None, Some(K::FencedInstanceId))),
+            Some(K::FencedInstanceId)
+        );
+        // The group's code comes first.
+        assert_eq!(
+            leave_error(&answer(K::GroupAuthorizationFailed, Some(K::FencedInstanceId))),
+            Some(K::GroupAuthorizationFailed)
+        );
     }
 }

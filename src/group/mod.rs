@@ -3,23 +3,29 @@
 //!
 //! Pure logic — the [state machine](state), the [heartbeat timer](timer), the
 //! [error classification](action), the [assignors](assignor), what a restarted leader checks
-//! of the assignment it keeps (`leader.rs`) — is kept apart from the thread (`heartbeat.rs`)
-//! and the requests ([`member`]).
+//! of the assignment it keeps (`leader.rs`), the group requests (`requests.rs`) — is kept
+//! apart from what talks to the coordinator: the heartbeat thread (`heartbeat.rs`) and the
+//! [`member`] (the join loop, events, leave and close; the leader's assignment in
+//! `member/assign.rs`, its watch of the subscribed topics in `member/metadata_watch.rs`). The
+//! member's configuration is [`MemberBuilder`] (`builder.rs`).
 
 pub mod action;
 pub mod assignment;
 pub mod assignor;
+mod builder;
 pub mod config;
 mod heartbeat;
 mod leader;
 pub mod member;
 mod metrics;
+pub(crate) mod requests;
 pub mod state;
 pub mod timer;
 
 pub use assignment::{Assignment, Subscription, TopicPartition};
 pub use assignor::{Assignor, MemberSubscription, RangeAssignor, RoundRobinAssignor};
+pub use builder::MemberBuilder;
 pub use config::{MemberConfig, OldBrokerPolicy};
-pub use member::{GroupEvent, GroupMember, MemberBuilder};
+pub use member::{GroupEvent, GroupMember};
 pub use metrics::MemberMetrics;
 pub use state::{Generation, MemberState};

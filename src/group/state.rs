@@ -131,10 +131,10 @@ impl GroupState {
         self.generation.as_ref()
     }
 
-    /// Whether `id` is the generation we are in now: answers to requests sent for an older
-    /// generation must not move the state.
-    pub fn is_current(&self, id: i32) -> bool {
-        self.generation.as_ref().is_some_and(|g| g.id == id)
+    /// Whether `g` is the generation we are in now: answers to requests sent for an older
+    /// generation must not move the state. Id, member id and protocol must all match.
+    pub fn is_current(&self, g: &Generation) -> bool {
+        is_current(self.generation.as_ref(), g)
     }
 
     /// Whether this member has ever been Stable (used to recognise a fencing loop).
@@ -190,6 +190,15 @@ impl GroupState {
     }
 }
 
+/// Whether something that concerns generation `of` (a heartbeat's answer, say) concerns
+/// `current`, the generation the member is in now (`None`: none). All three parts count, as in
+/// Kafka's Java client: a static member that rejoins an unchanged group keeps the generation id
+/// but gets a new member id, and an answer to the old member id must not be taken for one to
+/// the new.
+pub(crate) fn is_current(current: Option<&Generation>, of: &Generation) -> bool {
+    current == Some(of)
+}
+
 /// The rejoin to run once `reset_member_id` is asked for while `pending` is (`None`: none is):
 /// `true` (join with an empty member id) as soon as any request needed it, so a later plain
 /// request — a metadata change, the application's — cannot undo a reset the coordinator asked for.
@@ -217,7 +226,7 @@ mod tests {
         s.apply(Transition::Joined(generation(3))).unwrap();
         assert_eq!(s.state(), MemberState::AwaitingSync);
         assert_eq!(s.member_id(), "m-3");
-        assert!(s.is_current(3) && !s.is_current(2));
+        assert!(s.is_current(&generation(3)) && !s.is_current(&generation(2)));
         assert!(!s.was_stable());
         s.apply(Transition::Synced).unwrap();
         assert_eq!(s.state(), MemberState::Stable);
@@ -297,6 +306,32 @@ mod tests {
             "a plain rejoin must not drop the reset"
         );
         assert!(merge_rejoin(Some(true), true));
+    }
+
+    #[test]
+    fn an_event_is_current_only_for_the_same_id_member_id_and_protocol() {
+        let now = generation(7);
+        assert!(is_current(Some(&now), &now));
+        // No generation (before the first join, after a reset or a leave): nothing is current.
+        assert!(!is_current(None, &now));
+        let stale_id = Generation { id: 6, ..now.clone() };
+        assert!(!is_current(Some(&now), &stale_id));
+        // A static member that rejoined an unchanged group: same id, new member id.
+        let old_member = Generation {
+            member_id: "m-7-before-restart".into(),
+            ..now.clone()
+        };
+        assert!(!is_current(Some(&now), &old_member));
+        let other_protocol = Generation {
+            protocol: Some("roundrobin".into()),
+            ..now.clone()
+        };
+        assert!(!is_current(Some(&now), &other_protocol));
+        let no_protocol = Generation {
+            protocol: None,
+            ..now.clone()
+        };
+        assert!(!is_current(Some(&now), &no_protocol));
     }
 
     #[test]
