@@ -6,11 +6,9 @@ use crate::authorization::Scope;
 use crate::error::{Error, Result};
 use crate::group::Assignment;
 use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
-use crate::protocol::messages::leave_group_request::MemberIdentity;
-use crate::protocol::messages::{
-    DescribeGroupsRequest, DescribeGroupsResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
-};
-use crate::protocol::{ApiKey, KafkaStr};
+use crate::group::requests;
+use crate::protocol::messages::{DescribeGroupsResponse, LeaveGroupResponse, ListGroupsRequest};
+use crate::protocol::ApiKey;
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -122,7 +120,7 @@ impl Admin {
             let mut version = 0;
             let resp = self.client.send_to_by(coordinator.id, deadline, |v| {
                 version = v;
-                describe_groups_request(group)
+                requests::describe_group(group)
             })?;
             let mut description = group_description(group, resp)?;
             description.instance_ids_reported = version >= 4;
@@ -159,41 +157,16 @@ impl Admin {
                     ),
                 });
             }
-            let resp = self.client.send_to_by(coordinator.id, deadline, |_| {
-                leave_group_request(group, instance_ids)
+            // An empty member id with an instance id means "whichever member holds it".
+            let members: Vec<_> = instance_ids
+                .iter()
+                .map(|id| requests::member_identity("", Some(id), REMOVE_REASON))
+                .collect();
+            let resp = self.client.send_to_by(coordinator.id, deadline, |v| {
+                requests::leave_group(group, &members, v)
             })?;
             member_outcomes(group, instance_ids, resp)
         })
-    }
-}
-
-/// DescribeGroups for one group, without authorized operations (v3+ would compute them for
-/// nothing).
-pub(crate) fn describe_groups_request(group: &str) -> DescribeGroupsRequest {
-    DescribeGroupsRequest {
-        groups: vec![group.into()],
-        ..Default::default()
-    }
-}
-
-/// LeaveGroup naming members by instance id. Only v3+ has the `members` list; below it the
-/// request cannot express this, and the codec refuses to encode it rather than send a
-/// request without the members.
-pub(super) fn leave_group_request(group: &str, instance_ids: &[&str]) -> LeaveGroupRequest {
-    LeaveGroupRequest {
-        group_id: group.to_string().into(),
-        members: instance_ids
-            .iter()
-            .map(|id| MemberIdentity {
-                // An empty member id with an instance id means "whichever member holds it".
-                member_id: String::new().into(),
-                group_instance_id: Some((*id).into()),
-                // Ignorable: v3 and v4 drop it.
-                reason: Some(KafkaStr::from_static(REMOVE_REASON)),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
     }
 }
 

@@ -19,7 +19,7 @@ pub use groups::{GroupDescription, ListedGroup, MemberDescription};
 pub use offsets::{OffsetSpec, PartitionLag};
 pub use topics::NewTopic;
 // The member describes its own group the way the admin does.
-pub(crate) use groups::{describe_groups_request, group_description};
+pub(crate) use groups::group_description;
 
 use crate::authorization::Scope;
 use crate::client::{metadata_request, time_left, Broker, Client};
@@ -250,7 +250,6 @@ fn kafka_error(api: ApiKey, code: KafkaCode, scope: Scope<'_>, what: &str, messa
 
 #[cfg(test)]
 mod tests {
-    use super::groups::{describe_groups_request, leave_group_request};
     use super::topics::{create_partitions_request, create_topics_request, delete_topics_request, NewTopic};
     use super::*;
     use crate::protocol::messages::ListGroupsRequest;
@@ -275,12 +274,8 @@ mod tests {
         for v in versions(ApiKey::ListGroups) {
             ListGroupsRequest::default().to_bytes(v).unwrap();
         }
-        for v in versions(ApiKey::DescribeGroups) {
-            describe_groups_request("g").to_bytes(v).unwrap();
-        }
-        for v in 3..=ApiKey::LeaveGroup.versions().max {
-            leave_group_request("g", &["i-1", "i-2"]).to_bytes(v).unwrap();
-        }
+        // DescribeGroups and LeaveGroup are built by group::requests, tested there at every
+        // version (removing members by instance id included).
     }
 
     #[test]
