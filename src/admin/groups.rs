@@ -4,9 +4,9 @@
 use super::{kafka_error, Admin};
 use crate::authorization::Scope;
 use crate::error::{Error, Result};
+use crate::group::requests;
 use crate::group::Assignment;
 use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
-use crate::group::requests;
 use crate::protocol::messages::{DescribeGroupsResponse, LeaveGroupResponse, ListGroupsRequest};
 use crate::protocol::ApiKey;
 use crate::KafkaCode;
@@ -289,7 +289,8 @@ mod tests {
     #[test]
     fn leave_group_by_instance_id_refuses_versions_without_members() {
         for v in 0..3 {
-            let e = leave_group_request("g", &["i-1"]).to_bytes(v).unwrap_err();
+            let members = [requests::member_identity("", Some("i-1"), REMOVE_REASON)];
+            let e = requests::leave_group("g", &members, v).to_bytes(v).unwrap_err();
             assert!(
                 matches!(e, EncodeError::UnsupportedField { field: "members", .. }),
                 "v{v}: {e}"
