@@ -73,6 +73,7 @@ mod deadline;
 mod error;
 pub mod group;
 mod names;
+mod retry;
 pub mod net;
 pub mod producer;
 pub mod protocol;
