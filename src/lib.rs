@@ -73,11 +73,11 @@ mod deadline;
 mod error;
 pub mod group;
 mod names;
-mod retry;
 pub mod net;
 pub mod producer;
 pub mod protocol;
 pub mod records;
+mod retry;
 
 pub use admin::{
     Admin, GroupDescription, ListedGroup, MemberDescription, NewTopic, OffsetSpec, PartitionLag,

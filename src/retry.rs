@@ -36,7 +36,10 @@ pub(crate) struct Backoff {
 impl Backoff {
     /// The same pause after every attempt (`retry.backoff.ms`).
     pub(crate) fn fixed(pause: Duration) -> Self {
-        Backoff { next: pause, max: pause }
+        Backoff {
+            next: pause,
+            max: pause,
+        }
     }
 
     /// `first`, doubling after each attempt, never above `max` (`first` is capped by it too).
@@ -245,7 +248,11 @@ mod tests {
         let mut tries = 0;
         let got: Result<(), Stop> = run(&mut clock, deadline, Backoff::fixed(10 * MS), || {
             tries += 1;
-            Ok(if tries == 1 { Step::Retry(refused()) } else { Step::Retry(retriable(tries)) })
+            Ok(if tries == 1 {
+                Step::Retry(refused())
+            } else {
+                Step::Retry(retriable(tries))
+            })
         });
         // Tries at 0, 10, ... 90 ms; the last pause is cut to the 5 ms left, and no try starts
         // at the deadline.
@@ -265,9 +272,16 @@ mod tests {
         let mut tries = 0;
         let got: Result<(), Stop> = run(&mut clock, deadline, Backoff::fixed(10 * MS), || {
             tries += 1;
-            Ok(if tries == 1 { Step::Retry(refused()) } else { Step::Wait })
+            Ok(if tries == 1 {
+                Step::Retry(refused())
+            } else {
+                Step::Wait
+            })
         });
-        assert!(matches!(got, Err(Stop::Expired(Some(Error::Io { .. })))), "{got:?}");
+        assert!(
+            matches!(got, Err(Stop::Expired(Some(Error::Io { .. })))),
+            "{got:?}"
+        );
         // Only waits: no cause to give.
         let mut clock = FakeClock::new();
         let deadline = clock.now + 50 * MS;
@@ -301,10 +315,15 @@ mod tests {
         let mut clock = FakeClock::new();
         let deadline = clock.now + 1000 * MS;
         let mut tries = 0;
-        run(&mut clock, deadline, Backoff::exponential(10 * MS, 50 * MS), || {
-            tries += 1;
-            Ok(if tries < 6 { Step::Wait } else { Step::Done(()) })
-        })
+        run(
+            &mut clock,
+            deadline,
+            Backoff::exponential(10 * MS, 50 * MS),
+            || {
+                tries += 1;
+                Ok(if tries < 6 { Step::Wait } else { Step::Done(()) })
+            },
+        )
         .unwrap();
         assert_eq!(clock.pauses, [10, 20, 40, 50, 50].map(|n| n * MS));
         // A first pause above the ceiling starts at the ceiling.
@@ -317,10 +336,19 @@ mod tests {
         let mut clock = FakeClock::new();
         let deadline = crate::deadline::at(clock.now, Duration::MAX);
         let mut tries = 0;
-        let got = run(&mut clock, deadline, Backoff::exponential(MS, Duration::MAX), || {
-            tries += 1;
-            Ok(if tries < 3 { Step::Retry(refused()) } else { Step::Done(tries) })
-        });
+        let got = run(
+            &mut clock,
+            deadline,
+            Backoff::exponential(MS, Duration::MAX),
+            || {
+                tries += 1;
+                Ok(if tries < 3 {
+                    Step::Retry(refused())
+                } else {
+                    Step::Done(tries)
+                })
+            },
+        );
         assert_eq!(got.unwrap(), 3);
         assert_eq!(clock.pauses, [MS, 2 * MS]);
         // An unlimited backoff too: the one pause is what is left, about a century.
@@ -338,12 +366,19 @@ mod tests {
         // Tiny durations: the point is the error's shape, and that it ends by the deadline.
         let started = Instant::now();
         let deadline = crate::deadline::after(20 * MS);
-        let e = retry::<()>(deadline, Backoff::fixed(MS), || "finding the controller".into(), || {
-            Ok(Step::Retry(refused()))
-        })
+        let e = retry::<()>(
+            deadline,
+            Backoff::fixed(MS),
+            || "finding the controller".into(),
+            || Ok(Step::Retry(refused())),
+        )
         .unwrap_err();
         assert!(Instant::now() >= deadline);
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         match &e {
             Error::Timeout {
                 which: Timeout::Retries,
@@ -360,21 +395,33 @@ mod tests {
 
         // The last error itself, for the callers whose contract it is.
         let deadline = crate::deadline::after(5 * MS);
-        let e = retry_or_last::<()>(deadline, Backoff::fixed(MS), || "unused".into(), || {
-            Ok(Step::Retry(retriable(0)))
-        })
+        let e = retry_or_last::<()>(
+            deadline,
+            Backoff::fixed(MS),
+            || "unused".into(),
+            || Ok(Step::Retry(retriable(0))),
+        )
         .unwrap_err();
         assert_eq!(e.kafka_code(), Some(KafkaCode::CoordinatorLoadInProgress));
         // With nothing to give, a timeout naming the operation.
-        let e = retry_or_last::<()>(crate::deadline::after(MS), Backoff::fixed(MS), || "op".into(), || {
-            Ok(Step::Wait)
-        })
+        let e = retry_or_last::<()>(
+            crate::deadline::after(MS),
+            Backoff::fixed(MS),
+            || "op".into(),
+            || Ok(Step::Wait),
+        )
         .unwrap_err();
-        assert!(matches!(&e, Error::Timeout { which: Timeout::Retries, operation, last: None } if operation == "op"), "{e:?}");
+        assert!(
+            matches!(&e, Error::Timeout { which: Timeout::Retries, operation, last: None } if operation == "op"),
+            "{e:?}"
+        );
         // A failure for good passes through both unchanged.
-        let e = retry::<()>(crate::deadline::after(Duration::MAX), Backoff::fixed(MS), || "op".into(), || {
-            Err(Error::Closed)
-        })
+        let e = retry::<()>(
+            crate::deadline::after(Duration::MAX),
+            Backoff::fixed(MS),
+            || "op".into(),
+            || Err(Error::Closed),
+        )
         .unwrap_err();
         assert!(matches!(e, Error::Closed), "{e:?}");
     }
