@@ -179,8 +179,8 @@ impl Producer {
         let deadline = crate::deadline::after(self.config.max_block);
         // At least 10 ms apart, whatever retry.backoff.ms says, not to spin on the metadata.
         let backoff = Backoff::fixed(self.retry_backoff.max(Duration::from_millis(10)));
-        // `max.block.ms` ends with the last answer itself (e.g. UNKNOWN_TOPIC_OR_PARTITION),
-        // as Kafka's producer does; `what` serves only if there is none.
+        // `max.block.ms` ends with the last answer itself (e.g. UNKNOWN_TOPIC_OR_PARTITION, which
+        // a caller can match on), not a timeout around it; `what` serves only if there is none.
         let what = || format!("waiting for the metadata of topic {topic}");
         retry_or_last(deadline, backoff, what, || {
             let e = match self.client.refresh_metadata(Some(&[topic])) {
