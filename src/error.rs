@@ -192,8 +192,8 @@ pub enum Error {
         /// What the encoder refused.
         source: RecordsError,
     },
-    /// The producer knows no leader for a partition it has records for: the metadata lists no
-    /// such partition, or none with a leader.
+    /// No leader is known for a partition a call needs one for (the producer's records, a
+    /// ListOffsets): the metadata lists no such partition, or none with a leader.
     NoLeader {
         /// The partition.
         partition: TopicPartition,

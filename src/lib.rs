@@ -77,6 +77,7 @@ pub mod net;
 pub mod producer;
 pub mod protocol;
 pub mod records;
+mod retry;
 
 pub use admin::{
     Admin, GroupDescription, ListedGroup, MemberDescription, NewTopic, OffsetSpec, PartitionLag,

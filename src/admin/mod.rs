@@ -22,10 +22,11 @@ pub use topics::NewTopic;
 pub(crate) use groups::group_description;
 
 use crate::authorization::Scope;
-use crate::client::{metadata_request, time_left, Broker, Client};
+use crate::client::{metadata_request, Broker, Client};
 use crate::error::{Error, Result};
 use crate::protocol::messages::MetadataResponse;
 use crate::protocol::{ApiKey, KafkaStr, Request};
+use crate::retry::{retry, Backoff, Step};
 use crate::KafkaCode;
 use std::time::{Duration, Instant};
 
@@ -128,7 +129,10 @@ impl Admin {
         mut send: impl FnMut(&[&str], i32) -> Result<Vec<TopicOutcome>>,
     ) -> Result<()> {
         let mut pending: Vec<&str> = names.to_vec();
-        while !pending.is_empty() {
+        let backoff = Backoff::fixed(self.client.retry_backoff());
+        // The last cause names the topics still pending.
+        let what = || format!("{}({}): the controller kept moving", api.name(), names.join(","));
+        retry(deadline, backoff, what, || {
             let outcomes = send(&pending, self.broker_timeout_ms(deadline))?;
             let mut retry = Vec::new();
             for &name in &pending {
@@ -152,18 +156,18 @@ impl Admin {
                     }
                 }
             }
-            if !retry.is_empty() {
-                let left = time_left(
-                    deadline,
-                    || format!("{}({}): the controller kept moving", api.name(), retry.join(",")),
-                    None,
-                )?;
-                log::debug!("{}: NOT_CONTROLLER for {retry:?}; resending", api.name());
-                std::thread::sleep(self.client.retry_backoff().min(left));
+            if retry.is_empty() {
+                return Ok(Step::Done(()));
             }
+            log::debug!("{}: NOT_CONTROLLER for {retry:?}; resending", api.name());
+            let cause = Error::Kafka {
+                api,
+                code: KafkaCode::NotController,
+                message: Some(format!("topics {}", retry.join(","))),
+            };
             pending = retry;
-        }
-        Ok(())
+            Ok(Step::Retry(cause))
+        })
     }
 
     /// The `timeoutMs` to send: what is left of the caller's timeout, but short enough that the
@@ -186,28 +190,17 @@ impl Admin {
     ) -> Result<()> {
         // Polling, not retrying a failure: never slower than MAX_POLL_BACKOFF, whatever
         // retry.backoff.ms says (a huge one would otherwise sleep out the whole timeout).
-        let mut backoff = self.client.retry_backoff().min(MAX_POLL_BACKOFF);
-        loop {
-            let last_error = match self.every_broker_shows(topics, &ready, deadline) {
-                Ok(true) => break,
-                Ok(false) => None,
-                Err(e) if e.is_unreachable() => Some(e),
-                Err(e) => return Err(e),
-            };
-            let left = time_left(
-                deadline,
-                || {
-                    let mut addr = format!("{what} ({})", topics.join(","));
-                    if let Some(e) = last_error {
-                        addr.push_str(&format!("; last error: {e}"));
-                    }
-                    addr
-                },
-                None,
-            )?;
-            std::thread::sleep(backoff.min(left));
-            backoff = backoff.saturating_mul(2).min(MAX_POLL_BACKOFF);
-        }
+        let first = self.client.retry_backoff().min(MAX_POLL_BACKOFF);
+        let backoff = Backoff::exponential(first, MAX_POLL_BACKOFF);
+        let what = || format!("{what} ({})", topics.join(","));
+        retry(deadline, backoff, what, || {
+            match self.every_broker_shows(topics, &ready, deadline) {
+                Ok(true) => Ok(Step::Done(())),
+                Ok(false) => Ok(Step::Wait),
+                Err(e) if e.is_unreachable() => Ok(Step::Retry(e)),
+                Err(e) => Err(e),
+            }
+        })?;
         self.client.refresh_metadata_by(Some(topics), deadline)?;
         Ok(())
     }

@@ -3,12 +3,13 @@
 
 use super::{kafka_error, Admin, GroupDescription};
 use crate::authorization::Scope;
-use crate::client::time_left;
 use crate::consumer::offsets::{self, UnknownTopic};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::group::{Assignment, TopicPartition};
 use crate::protocol::ApiKey;
+use crate::retry::{retry, Backoff, Step};
 use crate::KafkaCode;
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -65,37 +66,34 @@ impl Admin {
         let mut found = BTreeMap::new();
         let topics: BTreeSet<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
         let topics: Vec<&str> = topics.into_iter().collect();
-        while !left.is_empty() {
+        if left.is_empty() {
+            return Ok(found);
+        }
+        // How many are still without an offset, for the timeout's text.
+        let remaining = Cell::new(left.len());
+        let what = || format!("ListOffsets for {} partitions", remaining.get());
+        let backoff = Backoff::fixed(self.client.retry_backoff());
+        retry(deadline, backoff, what, || {
             // The round handles unreachable leaders itself; an unreachable error here is the
             // metadata refresh's.
             let problem = match self.list_offsets_round(&topics, &mut left, &mut found, spec, deadline) {
                 Ok(problem) => problem,
-                Err(e) if e.is_unreachable() => Some(format!("metadata: {e}")),
+                Err(e) if e.is_unreachable() => Some(e),
                 Err(e) => return Err(e),
             };
+            remaining.set(left.len());
             if left.is_empty() {
-                break;
+                return Ok(Step::Done(()));
             }
-            let left_time = time_left(
-                deadline,
-                || {
-                    format!(
-                        "ListOffsets for {} partitions ({})",
-                        left.len(),
-                        problem.as_deref().unwrap_or("no answer")
-                    )
-                },
-                None,
-            )?;
             log::debug!("ListOffsets: {problem:?}; retrying");
-            std::thread::sleep(self.client.retry_backoff().min(left_time));
-        }
+            Ok(problem.map_or(Step::Wait, Step::Retry))
+        })?;
         Ok(found)
     }
 
     /// One ListOffsets to each leader of the partitions still `left`, moving those answered to
     /// `found`. Returns what held a partition back (no leader, an unreachable leader, a
-    /// retriable code), if anything.
+    /// retriable code), if anything, as the error to report should time run out.
     fn list_offsets_round(
         &self,
         topics: &[&str],
@@ -103,18 +101,21 @@ impl Admin {
         found: &mut BTreeMap<TopicPartition, i64>,
         spec: OffsetSpec,
         deadline: Instant,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<Error>> {
         let meta = self.client.refresh_metadata_by(Some(topics), deadline)?;
         // No leader epoch: an admin query has no position for a stale leader to corrupt. The
         // caller named the topics, so one the cluster does not know is an error at once.
         let targets =
             offsets::list_offsets_targets(&meta, left.iter(), spec.timestamp(), false, UnknownTopic::Fail)?;
-        let mut problem = targets.unled.last().map(|tp| format!("{tp}: no leader"));
+        let mut problem = targets.unled.last().map(|tp| Error::NoLeader {
+            partition: tp.clone(),
+        });
         for (leader, targets) in targets.by_leader {
             let answers = match self.list_offsets_at(leader, &targets, spec, deadline) {
                 Ok(answers) => answers,
                 Err(e) if e.is_unreachable() => {
-                    problem = Some(format!("broker {leader}: {e}"));
+                    log::debug!("ListOffsets: broker {leader}: {e}");
+                    problem = Some(e);
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -127,7 +128,16 @@ impl Admin {
                     Ok(_) => {}
                     // Leader moves, a topic the leader does not know yet, OFFSET_NOT_AVAILABLE
                     // during a leader election: all retriable in Kafka's table.
-                    Err(code) if code.is_retriable() => problem = Some(format!("{tp}: {code}")),
+                    Err(code) if code.is_retriable() => {
+                        let scope = Scope::topic(&tp.topic);
+                        problem = Some(kafka_error(
+                            ApiKey::ListOffsets,
+                            code,
+                            scope,
+                            &tp.to_string(),
+                            None,
+                        ));
+                    }
                     Err(code) => {
                         let scope = Scope::topic(&tp.topic);
                         return Err(kafka_error(

@@ -25,10 +25,12 @@ use crate::group::action::{classify, GroupAction};
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
 use crate::records::DecodeLimits;
+use crate::retry::{retry, retry_or_last, Backoff, Step};
 use config::ConsumerConfig;
 use fetcher::{FetchSettings, FetchTarget, Fetcher, PartitionFetch};
 use offsets::CommitOutcome;
 use positions::{Positions, ResetReason};
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -593,7 +595,11 @@ impl Consumer {
         let mut found = BTreeMap::new();
         let mut force = false;
         let isolation = self.config.isolation_level.code();
-        loop {
+        // How many are still without an offset, for the timeout's text.
+        let remaining = Cell::new(left.len());
+        let what = || format!("ListOffsets for {} partitions", remaining.get());
+        let backoff = Backoff::fixed(self.client.retry_backoff());
+        retry(deadline, backoff, what, || {
             let meta = match self.metadata(force) {
                 Ok(m) => m,
                 Err(e) if e.is_transient() => {
@@ -607,9 +613,10 @@ impl Consumer {
             let targets =
                 offsets::list_offsets_targets(&meta, &left, timestamp, true, offsets::UnknownTopic::Wait)?;
             force = !targets.unled.is_empty();
-            let by_leader = targets.by_leader;
-            let mut last_problem = None;
-            for (leader, targets) in by_leader {
+            let mut last_problem = targets.unled.last().map(|tp| Error::NoLeader {
+                partition: tp.clone(),
+            });
+            for (leader, targets) in targets.by_leader {
                 let mut version = 0;
                 let resp = self.client.send_to_by(leader, deadline, |v| {
                     version = v;
@@ -619,7 +626,7 @@ impl Consumer {
                     Ok(r) => r,
                     Err(e) if e.is_transient() => {
                         log::debug!("{}: ListOffsets at broker {leader} failed: {e}", self.ctx());
-                        last_problem = Some(e.to_string());
+                        last_problem = Some(e);
                         force = true;
                         continue;
                     }
@@ -634,38 +641,26 @@ impl Consumer {
                             left.remove(&tp);
                             found.insert(tp, offset);
                         }
-                        Err(code) if code.is_retriable() => {
-                            log::debug!("{}: ListOffsets {tp}: {code}; retrying", self.ctx());
-                            last_problem = Some(format!("{tp}: {code}"));
-                            force = true;
-                        }
                         Err(code) => {
                             let scope = Scope::topic(&tp.topic);
-                            return Err(Error::from_code_in(
-                                ApiKey::ListOffsets,
-                                code,
-                                scope,
-                                tp.to_string(),
-                            ));
+                            let e = Error::from_code_in(ApiKey::ListOffsets, code, scope, tp.to_string());
+                            if !code.is_retriable() {
+                                return Err(e);
+                            }
+                            log::debug!("{}: ListOffsets {tp}: {code}; retrying", self.ctx());
+                            last_problem = Some(e);
+                            force = true;
                         }
                     }
                 }
             }
+            remaining.set(left.len());
             if left.is_empty() {
-                return Ok(found);
+                return Ok(Step::Done(()));
             }
-            if Instant::now() >= deadline {
-                return Err(Error::retries_timeout(
-                    format!(
-                        "ListOffsets for {} partitions ({})",
-                        left.len(),
-                        last_problem.unwrap_or_else(|| "no leader".into())
-                    ),
-                    None,
-                ));
-            }
-            self.pause_until(deadline);
-        }
+            Ok(last_problem.map_or(Step::Wait, Step::Retry))
+        })?;
+        Ok(found)
     }
 
     /// The offsets committed for `partitions` (OffsetFetch to the group coordinator); `None`
@@ -694,12 +689,14 @@ impl Consumer {
         // and consume again what was committed (seen in chaos_tests' kill -9 of the
         // coordinator). With it, pending commits are waited for (UNSTABLE_OFFSET_COMMIT, retried).
         let require_stable = true;
-        loop {
+        let what = || format!("OffsetFetch for group {group}");
+        let backoff = Backoff::fixed(self.client.retry_backoff());
+        retry(deadline, backoff, what, || {
             let problem = match self.member.coordinator_request(deadline, |v| {
                 offsets::offset_fetch_request(v, &group, partitions, require_stable)
             }) {
                 Ok(resp) => match offsets::offset_fetch_result(&resp) {
-                    Ok(map) => return Ok(map),
+                    Ok(map) => return Ok(Step::Done(map)),
                     Err(offsets::FetchFailure { code, topic }) => {
                         let action = classify(code);
                         if !matches!(action, GroupAction::Retry | GroupAction::RediscoverCoordinator) {
@@ -725,15 +722,9 @@ impl Consumer {
                 Err(e) if e.is_transient() => e,
                 Err(e) => return Err(e),
             };
-            if Instant::now() >= deadline {
-                return Err(Error::retries_timeout(
-                    format!("OffsetFetch for group {group}"),
-                    Some(problem),
-                ));
-            }
             log::debug!("{}: OffsetFetch: {problem}; retrying", self.ctx());
-            self.pause_until(deadline);
-        }
+            Ok(Step::Retry(problem))
+        })
     }
 
     /// Commits the positions of every assigned partition — everything [`poll`](Self::poll)
@@ -796,7 +787,11 @@ impl Consumer {
             .group_instance_id()
             .filter(|_| self.member.is_static())
             .map(String::from);
-        loop {
+        // A commit that runs out of time answers with its last error itself (the OffsetCommit
+        // code, the lost connection), as it always has; `what` serves only if there is none.
+        let what = || format!("OffsetCommit for group {group}");
+        let backoff = Backoff::fixed(self.client.retry_backoff());
+        retry_or_last(deadline, backoff, what, || {
             let generation = self.member.generation().cloned();
             let result = self.member.coordinator_request(deadline, |v| {
                 offsets::offset_commit_request(v, &group, generation.as_ref(), instance.as_deref(), &pending)
@@ -812,7 +807,7 @@ impl Consumer {
                     match outcome {
                         CommitOutcome::Done => {
                             log::debug!("{}: committed", self.ctx());
-                            return Ok(());
+                            return Ok(Step::Done(()));
                         }
                         CommitOutcome::Retry {
                             partitions,
@@ -857,12 +852,9 @@ impl Consumer {
                 Err(e) if e.is_transient() => e,
                 Err(e) => return Err(e),
             };
-            if Instant::now() >= deadline {
-                return Err(problem);
-            }
             log::debug!("{}: OffsetCommit: {problem}; retrying", self.ctx());
-            self.pause_until(deadline);
-        }
+            Ok(Step::Retry(problem))
+        })
     }
 
     /// Commits (if auto-commit is on), then closes the member: a static member keeps its

@@ -61,6 +61,7 @@ use crate::error::{Error, Result};
 use crate::group::TopicPartition;
 use crate::net::versions::BrokerVersions;
 use crate::protocol::ApiKey;
+use crate::retry::{retry_or_last, Backoff, Step};
 use crate::KafkaCode;
 use accumulator::{Accumulator, Plan};
 use bytes::Bytes;
@@ -176,7 +177,12 @@ impl Producer {
     /// Fetches a topic's metadata, waiting up to `max.block.ms` for it to exist with leaders.
     fn add_topic(&mut self, topic: &str) -> Result<()> {
         let deadline = crate::deadline::after(self.config.max_block);
-        loop {
+        // At least 10 ms apart, whatever retry.backoff.ms says, not to spin on the metadata.
+        let backoff = Backoff::fixed(self.retry_backoff.max(Duration::from_millis(10)));
+        // `max.block.ms` ends with the last answer itself (e.g. UNKNOWN_TOPIC_OR_PARTITION, which
+        // a caller can match on), not a timeout around it; `what` serves only if there is none.
+        let what = || format!("waiting for the metadata of topic {topic}");
+        retry_or_last(deadline, backoff, what, || {
             let e = match self.client.refresh_metadata(Some(&[topic])) {
                 Ok(meta) => {
                     self.metadata_at = Some(Instant::now());
@@ -185,7 +191,7 @@ impl Producer {
                             // The other topics first: `update` would apply this one again.
                             self.acc.update(&meta);
                             self.acc.add_topic(t, &meta);
-                            return Ok(());
+                            return Ok(Step::Done(()));
                         }
                         Some(t) => match topic_denied(&meta, topic) {
                             Some(denied) => denied,
@@ -212,16 +218,12 @@ impl Producer {
                 Error::Kafka { code, .. } => code.is_retriable(),
                 other => other.is_unreachable(),
             };
-            if !retriable || Instant::now() >= deadline {
+            if !retriable {
                 return Err(e);
             }
             log::debug!("producer: waiting for metadata of {topic}: {e}");
-            std::thread::sleep(
-                self.retry_backoff
-                    .max(Duration::from_millis(10))
-                    .min(deadline.saturating_duration_since(Instant::now())),
-            );
-        }
+            Ok(Step::Retry(e))
+        })
     }
 
     /// Refreshes the metadata of every topic with pending records; a failure is logged and the
