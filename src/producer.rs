@@ -40,6 +40,7 @@ use crate::authorization::Scope;
 use crate::client::{topic_denied, Client, Metadata, TopicMetadata};
 use crate::error::{Error, Result};
 use crate::group::TopicPartition;
+use crate::net::link::Purpose;
 use crate::net::versions::{self, BrokerVersions, Capability};
 use crate::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use crate::protocol::messages::{ProduceRequest, ProduceResponse};
@@ -937,9 +938,13 @@ fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
             req
         };
         let result = if acks == Acks::None {
-            client.send_to_no_response(work.leader, check).map(|()| None)
+            client
+                .send_no_response_for(Purpose::Produce, work.leader, check)
+                .map(|()| None)
         } else {
-            client.send_to(work.leader, check).map(Some)
+            client
+                .send_for(Purpose::Produce, work.leader, None, check)
+                .map(Some)
         };
         if let Err(e) = &result {
             if e.is_unreachable() {
@@ -1290,7 +1295,7 @@ impl Producer {
         for (leader, tps) in plan {
             let versions: Result<(i16, BrokerVersions)> = self
                 .client
-                .broker_versions(leader)
+                .broker_versions_for(Purpose::Produce, leader)
                 .and_then(|bv| conn.pick_version(ApiKey::Produce, &bv).map(|v| (v, bv)));
             let (version, bv) = match versions {
                 Ok(v) => v,
