@@ -648,7 +648,8 @@ impl Client {
         self.cached_metadata().brokers.get(&id).cloned()
     }
 
-    /// Opens a new connection of its own to `broker` (e.g. for a heartbeat thread).
+    /// Opens a new connection of its own to `broker`, outside the client's links (for tools
+    /// and tests that speak the protocol directly).
     pub fn connect(&self, broker: &Broker) -> Result<Connection> {
         Connection::connect(&broker.addr(), &self.inner.conn)
     }
