@@ -31,8 +31,10 @@
 //!
 //! A JoinGroup (or any request) answered with [`Answer::Silence`] gets no answer: a call waits
 //! out its timeout and fails with a response timeout, a pending request's `receive` reports
-//! nothing yet until its deadline, as on a real connection. Waits are real time, so keep the
-//! timeouts of such tests short.
+//! nothing yet until its deadline, as on a real connection; [`Answer::Delayed`] answers after
+//! a while (after the request's timeout: as `Silence`). Waits are real time, so keep the
+//! timeouts of such tests short. A connection's interrupter (a member closing) ends a wait
+//! at once, as shutting a socket down would.
 
 use crate::client::{lock, Client, ClientBuilder};
 use crate::error::{Error, Result, Timeout};
@@ -57,6 +59,8 @@ use std::time::{Duration, Instant};
 pub(crate) enum Answer<T> {
     /// This response, encoded at the request's version.
     Reply(T),
+    /// This response, after this long (a broker holding a JoinGroup, a slow heartbeat).
+    Delayed(Duration, T),
     /// The connection fails with this I/O error (and is broken afterwards).
     Fail(io::ErrorKind),
     /// No answer ever comes (the request times out).
@@ -67,6 +71,8 @@ pub(crate) enum Answer<T> {
 #[derive(Debug, Clone)]
 enum Raw {
     Reply(Bytes),
+    /// Not to be read before this time.
+    At(Instant, Bytes),
     Fail(io::ErrorKind, String),
     Silence,
 }
@@ -224,8 +230,8 @@ impl Script {
         })
     }
 
-    /// Answers FindCoordinator with broker `id` of the [`cluster`](Self::cluster) (at
-    /// `b<id>:9092` if it is not in it) for every key.
+    /// Answers FindCoordinator with broker `id` at `b<id>:9092` for every key (the address
+    /// [`cluster`](Self::cluster) should give it, for the member to find it in metadata).
     pub(crate) fn coordinator(&self, id: i32) -> &Self {
         self.on::<FindCoordinatorRequest>(move |req, version| {
             let (host, port) = (format!("b{id}"), 9092);
@@ -325,12 +331,17 @@ impl Script {
 
 fn encode<T: Message>(a: Answer<T>, version: i16) -> Raw {
     match a {
-        Answer::Reply(m) => match m.to_bytes(version) {
-            Ok(b) => Raw::Reply(Bytes::from(b)),
-            Err(e) => panic!("scripted {} v{version} does not encode: {e}", T::NAME),
-        },
+        Answer::Reply(m) => Raw::Reply(encode_message(&m, version)),
+        Answer::Delayed(d, m) => Raw::At(crate::deadline::after(d), encode_message(&m, version)),
         Answer::Fail(kind) => Raw::Fail(kind, "scripted failure".into()),
         Answer::Silence => Raw::Silence,
+    }
+}
+
+fn encode_message<T: Message>(m: &T, version: i16) -> Bytes {
+    match m.to_bytes(version) {
+        Ok(b) => Bytes::from(b),
+        Err(e) => panic!("scripted {} v{version} does not encode: {e}", T::NAME),
     }
 }
 
@@ -440,11 +451,19 @@ impl Wire for ScriptWire {
     fn call(&mut self, req: &dyn Outgoing, version: i16, timeout: Option<Duration>) -> Result<Bytes> {
         self.check()?;
         let timeout = timeout.unwrap_or(Duration::from_secs(30));
+        let deadline = crate::deadline::after(timeout);
         match self.script.clone().answer(self, req, version) {
             Raw::Reply(b) => Ok(b),
+            Raw::At(at, b) if at <= deadline => match self.wait(at) {
+                true => Err(self.fail(
+                    io::ErrorKind::ConnectionReset,
+                    "scripted connection broken".into(),
+                )),
+                false => Ok(b),
+            },
             Raw::Fail(kind, m) => Err(self.fail(kind, m)),
-            Raw::Silence => {
-                if self.wait(crate::deadline::after(timeout)) {
+            Raw::At(..) | Raw::Silence => {
+                if self.wait(deadline) {
                     return Err(self.fail(
                         io::ErrorKind::ConnectionReset,
                         "scripted connection broken".into(),
@@ -481,7 +500,18 @@ impl Wire for ScriptWire {
                 Ok(Some(b))
             }
             Some(Raw::Fail(kind, m)) => Err(self.fail(kind, m)),
-            Some(Raw::Silence) => {
+            Some(Raw::At(at, b)) if at <= pending.deadline => {
+                let until = crate::deadline::after(wait).min(at);
+                if self.wait(until) {
+                    return Err(Error::Closed);
+                }
+                if Instant::now() < at {
+                    return Ok(None);
+                }
+                self.in_flight.remove(&pending.correlation_id);
+                Ok(Some(b))
+            }
+            Some(Raw::At(..) | Raw::Silence) => {
                 let until = crate::deadline::after(wait).min(pending.deadline);
                 if self.wait(until) {
                     return Err(Error::Closed);
@@ -498,7 +528,7 @@ impl Wire for ScriptWire {
         self.check()?;
         match self.script.clone().answer(self, req, version) {
             Raw::Fail(kind, m) => Err(self.fail(kind, m)),
-            Raw::Reply(_) | Raw::Silence => Ok(()),
+            Raw::Reply(_) | Raw::At(..) | Raw::Silence => Ok(()),
         }
     }
     fn interrupter(&self) -> Option<Interrupter> {
@@ -602,6 +632,60 @@ mod tests {
         assert_eq!((l.addr(), l.failures()), ("b9:9092", 0));
         heartbeat(&mut l).unwrap();
         assert_eq!(script.dials().last().map(String::as_str), Some("b9:9092"));
+    }
+
+    #[test]
+    fn pending_requests_are_answered_late_or_never_as_scripted() {
+        let script = Script::new();
+        let mut l = link(&script, MS, MS);
+        l.connect(None).unwrap();
+        let join = |member: &str| JoinGroupRequest {
+            group_id: "g".into(),
+            member_id: member.into(),
+            protocol_type: "consumer".into(),
+            ..Default::default()
+        };
+        let reply = |generation_id| JoinGroupResponse {
+            generation_id,
+            ..Default::default()
+        };
+        script.push::<JoinGroupRequest>(Answer::Delayed(50 * MS, reply(1)));
+        script.push::<JoinGroupRequest>(Answer::Silence);
+        let version = l.version(ApiKey::JoinGroup).unwrap();
+        let pending = l
+            .send_pending(&join("a"), version, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert!(l.receive(&pending, Duration::ZERO).unwrap().is_none());
+        let until = crate::deadline::after(Duration::from_secs(5));
+        let resp = loop {
+            if let Some(r) = l.receive(&pending, 10 * MS).unwrap() {
+                break r;
+            }
+            assert!(Instant::now() < until, "never answered");
+        };
+        assert_eq!(resp.generation_id, 1);
+        // No answer: nothing yet until the request's own deadline, then a response timeout
+        // that drops the connection.
+        let pending = l.send_pending(&join("b"), version, Some(30 * MS)).unwrap();
+        assert!(l.receive(&pending, Duration::ZERO).unwrap().is_none());
+        let e = l.receive(&pending, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Timeout {
+                    which: Timeout::Response,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(!l.is_connected());
+        let members: Vec<String> = script
+            .requests::<JoinGroupRequest>()
+            .iter()
+            .map(|r| r.member_id.to_string())
+            .collect();
+        assert_eq!(members, ["a", "b"]);
     }
 
     #[test]
