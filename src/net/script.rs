@@ -206,6 +206,19 @@ impl Script {
         self
     }
 
+    /// Queues `body` as the next answer to `api`, as it stands: for answers the generated
+    /// codecs would not make (truncated, garbage).
+    pub(crate) fn push_raw(&self, api: ApiKey, body: &[u8]) -> &Self {
+        let body = Bytes::copy_from_slice(body);
+        let queued: Queued = Box::new(move |_| Raw::Reply(body));
+        lock(&self.state)
+            .queued
+            .entry(api.key())
+            .or_default()
+            .push_back(queued);
+        self
+    }
+
     /// Answers Metadata with these brokers (`(id, host, port)`), broker 0 or the first as
     /// controller, and whatever topics were asked for as unknown.
     pub(crate) fn cluster(&self, brokers: &[(i32, &str, i32)]) -> &Self {
@@ -730,11 +743,26 @@ mod tests {
         heartbeat(&mut l).unwrap();
         let connections: Vec<u64> = script.seen().iter().map(|s| s.connection).collect();
         assert_eq!(connections, [1, 1, 1, 2]);
-        // An answer that does not decode breaks the connection too.
         script.push::<HeartbeatRequest>(Answer::Fail(io::ErrorKind::UnexpectedEof));
         assert!(heartbeat(&mut l).is_err());
         assert!(!l.is_connected());
         assert_eq!(script.dials(), ["b0:9092", "b0:9092"]);
+        // An answer that does not decode leaves the stream unaccounted for: dropped too.
+        script.push_raw(ApiKey::Heartbeat, &[0]);
+        let e = heartbeat(&mut l).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Decode {
+                    api: ApiKey::Heartbeat,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(!l.is_connected());
+        heartbeat(&mut l).unwrap();
+        assert_eq!(script.dials().len(), 4);
     }
 
     #[test]
