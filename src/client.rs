@@ -1,13 +1,19 @@
-//! The [`Client`]: bootstrap, a metadata cache, one connection per broker, coordinator lookup.
+//! The [`Client`]: bootstrap, a metadata cache, connections per broker and purpose,
+//! coordinator lookup.
 //!
-//! A `Client` is a cheap handle (`Arc` inside) that many threads can share. Each broker's
-//! connection sits behind its own lock, so requests to different brokers run in parallel while
-//! requests to the same broker queue (one in flight per connection). Long-lived users such as a
-//! member's heartbeat thread take a dedicated connection with [`Client::connect`] instead.
+//! A `Client` is a cheap handle (`Arc` inside) that many threads can share. It keeps one
+//! connection (a `Link`) per broker and purpose (metadata and admin, group coordinator,
+//! produce, fetch), each behind its own lock: requests to different brokers, or of different
+//! purposes to one broker, run in parallel, while requests of one purpose to the same broker
+//! queue (one in flight per connection). So a Produce waiting on a slow ISR never holds up a
+//! heartbeat thread's coordinator lookup on that broker. Long-lived users such as a member
+//! and its heartbeat thread take links of their own, built by the same type.
 
 use crate::authorization::Scope;
 use crate::error::{Error, Result};
+use crate::net::link::{Backoff, Link, Purpose};
 use crate::net::sasl::{Mechanism, Secret};
+use crate::net::wire::{Dialer, Tcp};
 use crate::net::{
     BrokerVersions, Connection, ConnectionConfig, EndpointIdentification, SecurityProtocol, TlsSettings,
 };
@@ -396,7 +402,13 @@ impl ClientBuilder {
     }
 
     /// Validates the configuration (without touching the network) and builds the client.
-    pub fn build(mut self) -> Result<Client> {
+    pub fn build(self) -> Result<Client> {
+        self.build_with(Arc::new(Tcp))
+    }
+
+    /// [`build`](Self::build) with every connection opened by `dialer` (a scripted broker in
+    /// unit tests).
+    pub(crate) fn build_with(mut self, dialer: Arc<dyn Dialer>) -> Result<Client> {
         let bootstrap = parse_bootstrap(&self.bootstrap)?;
         self.conn.sasl = if self.security_protocol.uses_sasl() {
             Some(self.sasl.mechanism()?)
@@ -454,13 +466,14 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(Inner {
                 bootstrap,
-                conn: self.conn,
+                conn: Arc::new(self.conn),
+                dialer,
                 retry_backoff: self.retry_backoff,
                 reconnect_backoff: self.reconnect_backoff,
                 reconnect_backoff_max: self.reconnect_backoff_max,
                 api_timeout: self.api_timeout,
                 metadata: Mutex::new(Arc::new(Metadata::default())),
-                slots: Mutex::new(HashMap::new()),
+                links: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -557,23 +570,20 @@ enum Target {
     Broker(i32),
 }
 
-#[derive(Debug, Default)]
-struct Slot {
-    conn: Option<Connection>,
-    failures: u32,
-    retry_at: Option<Instant>,
-}
+/// The client's shared connections, one per purpose and target, each behind its own lock.
+type Links = HashMap<(Purpose, Target), Arc<Mutex<Link>>>;
 
 #[derive(Debug)]
 struct Inner {
     bootstrap: Vec<String>,
-    conn: ConnectionConfig,
+    conn: Arc<ConnectionConfig>,
+    dialer: Arc<dyn Dialer>,
     retry_backoff: Duration,
     reconnect_backoff: Duration,
     reconnect_backoff_max: Duration,
     api_timeout: Duration,
     metadata: Mutex<Arc<Metadata>>,
-    slots: Mutex<HashMap<Target, Arc<Mutex<Slot>>>>,
+    links: Mutex<Links>,
 }
 
 /// A thread-safe, cheaply cloned handle on a Kafka cluster.
@@ -638,14 +648,61 @@ impl Client {
         self.cached_metadata().brokers.get(&id).cloned()
     }
 
-    /// Opens a new connection of its own to `broker` (e.g. for a heartbeat thread).
+    /// Opens a new connection of its own to `broker`, outside the client's links (for tools
+    /// and tests that speak the protocol directly).
     pub fn connect(&self, broker: &Broker) -> Result<Connection> {
         Connection::connect(&broker.addr(), &self.inner.conn)
     }
 
     /// Sends a request to broker `id`, building it for the version negotiated with that broker.
     pub fn send_to<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
-        self.send_target(Target::Broker(id), None, build)
+        self.send_target(Purpose::Metadata, Target::Broker(id), None, build)
+    }
+
+    /// A link of its own to `addr` for `purpose`, with this client's connection settings and
+    /// reconnect backoff (a member's and its heartbeat thread's coordinator connections, a
+    /// consumer's fetch connections).
+    pub(crate) fn link(&self, purpose: Purpose, addr: impl Into<String>) -> Link {
+        Link::new(
+            purpose,
+            addr,
+            self.inner.dialer.clone(),
+            self.inner.conn.clone(),
+            self.backoff(),
+        )
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::new(self.inner.reconnect_backoff, self.inner.reconnect_backoff_max)
+    }
+
+    /// [`send_to`](Self::send_to) over the client's connection to broker `id` for `purpose`,
+    /// within `deadline` if one is given (see [`send_to_by`](Self::send_to_by)).
+    pub(crate) fn send_for<R: Request>(
+        &self,
+        purpose: Purpose,
+        id: i32,
+        deadline: Option<Instant>,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.send_target(purpose, Target::Broker(id), deadline, build)
+    }
+
+    /// [`send_to_no_response`](Self::send_to_no_response) over the connection for `purpose`.
+    pub(crate) fn send_no_response_for<R: Request>(
+        &self,
+        purpose: Purpose,
+        id: i32,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<()> {
+        self.with_link(purpose, Target::Broker(id), |link| {
+            link.send_no_response(None, build)
+        })
+    }
+
+    /// [`broker_versions`](Self::broker_versions) as the connection for `purpose` has them.
+    pub(crate) fn broker_versions_for(&self, purpose: Purpose, id: i32) -> Result<BrokerVersions> {
+        self.with_link(purpose, Target::Broker(id), |link| link.broker_versions(None))
     }
 
     /// [`send_to`](Self::send_to) within an operation that must end by `deadline`: connecting
@@ -657,22 +714,19 @@ impl Client {
         deadline: Instant,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
-        self.send_target(Target::Broker(id), Some(deadline), build)
+        self.send_target(Purpose::Metadata, Target::Broker(id), Some(deadline), build)
     }
 
     /// Sends a request the broker does not answer (Produce with `acks=0`) to broker `id`,
     /// building it for the negotiated version; returns once it is written.
     pub fn send_to_no_response<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<()> {
-        self.with_connection(Target::Broker(id), None, |conn, _| {
-            let version = conn.version(R::API_KEY)?;
-            conn.send_no_response(&build(version), version)
-        })
+        self.send_no_response_for(Purpose::Metadata, id, build)
     }
 
     /// Sends a request to any reachable broker (known brokers first, then bootstrap
     /// addresses), moving on to the next one when a broker cannot be reached.
     pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
-        self.send_any_within(None, build)
+        self.send_any_within(Purpose::Metadata, None, build)
     }
 
     /// [`send_any`](Self::send_any) within an operation that must end by `deadline` (see
@@ -682,27 +736,30 @@ impl Client {
         deadline: Instant,
         build: impl Fn(i16) -> R,
     ) -> Result<R::Response> {
-        self.send_any_within(Some(deadline), build)
+        self.send_any_within(Purpose::Metadata, Some(deadline), build)
     }
 
     fn send_any_within<R: Request>(
         &self,
+        purpose: Purpose,
         deadline: Option<Instant>,
         build: impl Fn(i16) -> R,
     ) -> Result<R::Response> {
-        self.first_answer(Error::is_unreachable, |t| self.send_target(t, deadline, &build))
+        self.first_answer(Error::is_unreachable, |t| {
+            self.send_target(purpose, t, deadline, &build)
+        })
     }
 
     /// The ApiVersions table of broker `id` (connecting if needed).
     pub fn broker_versions(&self, id: i32) -> Result<BrokerVersions> {
-        self.with_connection(Target::Broker(id), None, |c, _| Ok(c.broker_versions().clone()))
+        self.broker_versions_for(Purpose::Metadata, id)
     }
 
     /// The ApiVersions table of whichever broker answers first.
     pub fn any_broker_versions(&self) -> Result<BrokerVersions> {
         self.first_answer(
             |_| true,
-            |t| self.with_connection(t, None, |c, _| Ok(c.broker_versions().clone())),
+            |t| self.with_link(Purpose::Metadata, t, |link| link.broker_versions(None)),
         )
     }
 
@@ -713,7 +770,7 @@ impl Client {
         move_on: impl Fn(&Error) -> bool,
         mut call: impl FnMut(Target) -> Result<T>,
     ) -> Result<T> {
-        let mut last = Error::NoBroker("no bootstrap address".into());
+        let mut last = Error::NoBrokers;
         for t in self.targets() {
             match call(t) {
                 Ok(r) => return Ok(r),
@@ -741,14 +798,12 @@ impl Client {
 
     fn send_target<R: Request>(
         &self,
+        purpose: Purpose,
         t: Target,
         deadline: Option<Instant>,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
-        self.with_connection(t, deadline, |conn, timeout| {
-            let version = conn.version(R::API_KEY)?;
-            conn.send_at(&build(version), version, timeout)
-        })
+        self.with_link(purpose, t, |link| link.request(deadline, build))
     }
 
     fn addr_of(&self, t: Target) -> Result<String> {
@@ -757,68 +812,24 @@ impl Client {
             Target::Broker(id) => self
                 .broker(id)
                 .map(|b| b.addr())
-                .ok_or_else(|| Error::NoBroker(format!("broker {id} is not in the cluster metadata"))),
+                .ok_or(Error::UnknownBroker { id }),
         }
     }
 
-    /// Runs `f` on the connection to `t`, connecting (with backoff after failures) if needed,
-    /// and dropping the connection when `f` leaves it broken. With a `deadline`, `f` is given
-    /// the response timeout to use (`request.timeout.ms` or what is left, if shorter), the
-    /// connection setup is bounded the same way, and a reconnect backoff that would end past
-    /// the deadline fails at once instead of being slept.
-    fn with_connection<T>(
-        &self,
-        t: Target,
-        deadline: Option<Instant>,
-        f: impl FnOnce(&mut Connection, Option<Duration>) -> Result<T>,
-    ) -> Result<T> {
-        let slot = lock(&self.inner.slots).entry(t).or_default().clone();
-        let mut slot = lock(&slot);
-        if slot.conn.as_ref().is_some_and(Connection::is_broken) {
-            slot.conn = None;
-        }
-        if slot.conn.is_none() {
+    /// Runs `f` on the client's link to `t` for `purpose`, holding that link (and only it)
+    /// for the call. An unconnected link is first pointed at `t`'s current address; the link
+    /// itself connects, backs off after failures and drops a broken connection.
+    fn with_link<T>(&self, purpose: Purpose, t: Target, f: impl FnOnce(&mut Link) -> Result<T>) -> Result<T> {
+        let link = lock(&self.inner.links)
+            .entry((purpose, t))
+            .or_insert_with(|| Arc::new(Mutex::new(self.link(purpose, String::new()))))
+            .clone();
+        let mut link = lock(&link);
+        if !link.is_connected() {
             let addr = self.addr_of(t)?;
-            if let Some(at) = slot.retry_at {
-                let wait = crate::deadline::left(at);
-                if deadline.is_some_and(|d| at > d) {
-                    return Err(Error::NoBroker(format!(
-                        "{addr}: the next connection attempt (reconnect.backoff.ms, in {wait:?}) is \
-                         past this operation's deadline"
-                    )));
-                }
-                if !wait.is_zero() {
-                    std::thread::sleep(wait);
-                }
-            }
-            let by = deadline.unwrap_or_else(|| crate::deadline::after(Duration::MAX));
-            match Connection::connect_by(&addr, &self.inner.conn, by) {
-                Ok(c) => {
-                    log::debug!("connected to {addr} ({t:?})");
-                    slot.conn = Some(c);
-                    slot.failures = 0;
-                    slot.retry_at = None;
-                }
-                Err(e) => {
-                    slot.failures = slot.failures.saturating_add(1);
-                    let backoff = self
-                        .inner
-                        .reconnect_backoff
-                        .saturating_mul(1 << (slot.failures - 1).min(16))
-                        .min(self.inner.reconnect_backoff_max);
-                    slot.retry_at = Some(crate::deadline::after(backoff));
-                    log::debug!("connecting to {addr} failed ({e}); next try in {backoff:?}");
-                    return Err(e);
-                }
-            }
+            link.retarget(&addr);
         }
-        let conn = slot.conn.as_mut().ok_or(Error::Closed)?;
-        let timeout = deadline.map(|d| crate::deadline::clamp(self.inner.conn.request_timeout, d));
-        let result = f(conn, timeout);
-        if conn.is_broken() {
-            slot.conn = None;
-        }
-        result
+        f(&mut link)
     }
 
     /// Fetches metadata for `topics` (all topics for `None`) and updates the cache. Brokers are
@@ -847,12 +858,10 @@ impl Client {
         // Topics that have not changed are the cached ones, shared.
         let cached = self.cached_metadata();
         let mut fresh = self.first_answer(Error::is_unreachable, |t| {
-            self.with_connection(t, deadline, |conn, timeout| {
-                let version = conn.version(ApiKey::Metadata)?;
-                conn.send_at_with(
-                    &metadata_request(topics, version),
-                    version,
-                    timeout,
+            self.with_link(Purpose::Metadata, t, |link| {
+                link.request_with(
+                    deadline,
+                    |version| metadata_request(topics, version),
                     |d, version| decode_metadata(d, version, &cached),
                 )
             })
@@ -874,12 +883,19 @@ impl Client {
         Ok(cache.clone())
     }
 
-    /// Forgets a broker's connection (e.g. after `NOT_COORDINATOR`), so the next request
-    /// reconnects.
+    /// Forgets a broker's connections (e.g. after `NOT_COORDINATOR`), so the next request
+    /// reconnects. A connection with a request in flight is left to it (and dropped by its
+    /// link if it breaks): waiting for a slow Produce here would stall the caller, the very
+    /// thing connections by purpose are there to avoid.
     pub fn disconnect(&self, id: i32) {
-        let slot = lock(&self.inner.slots).get(&Target::Broker(id)).cloned();
-        if let Some(slot) = slot {
-            lock(&slot).conn = None;
+        let links: Vec<_> = Purpose::ALL
+            .iter()
+            .filter_map(|p| lock(&self.inner.links).get(&(*p, Target::Broker(id))).cloned())
+            .collect();
+        for link in links {
+            if let Ok(mut link) = link.try_lock() {
+                link.disconnect();
+            }
         }
     }
 
@@ -932,7 +948,9 @@ impl Client {
 
     fn lookup_coordinator_within(&self, group: &str, deadline: Option<Instant>) -> Result<Broker> {
         let resp: FindCoordinatorResponse =
-            self.send_any_within(deadline, |version| find_coordinator_request(group, version))?;
+            self.send_any_within(Purpose::Coordinator, deadline, |version| {
+                find_coordinator_request(group, version)
+            })?;
         let b = coordinator_from(group, resp)?;
         self.remember_broker(&b);
         Ok(b)
@@ -1241,7 +1259,11 @@ fn coordinator_from(group: &str, r: FindCoordinatorResponse) -> Result<Broker> {
     let port = u16::try_from(port)
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| Error::NoBroker(format!("coordinator port {port} is invalid")))?;
+        .ok_or_else(|| Error::InvalidBrokerAddress {
+            id,
+            host: host.to_string(),
+            port,
+        })?;
     Ok(Broker {
         id,
         host: host.into(),
@@ -1602,7 +1624,10 @@ mod tests {
         };
         assert_eq!(coordinator(9092).unwrap().port, 9092);
         for port in [0, -1, 65536 + 9092] {
-            assert!(matches!(coordinator(port), Err(Error::NoBroker(_))), "{port}");
+            assert!(
+                matches!(coordinator(port), Err(Error::InvalidBrokerAddress { .. })),
+                "{port}"
+            );
         }
     }
 

@@ -12,6 +12,7 @@ use crate::records::RecordsError;
 use crate::KafkaCode;
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 /// Which timeout fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,8 +167,6 @@ pub enum Error {
         /// The TLS library's error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// No broker could be reached or none is known for what was asked.
-    NoBroker(String),
     /// A record is too large for a limit the client knows before sending it (a broker's own
     /// `MESSAGE_TOO_LARGE` answer is an [`Error::Kafka`]): it was refused at once, not sent,
     /// since no retry could make it fit.
@@ -197,6 +196,43 @@ pub enum Error {
     NoLeader {
         /// The partition.
         partition: TopicPartition,
+    },
+    /// A broker id that is neither in the cluster metadata nor a coordinator seen since.
+    UnknownBroker {
+        /// The broker id asked for.
+        id: i32,
+    },
+    /// A broker address that resolved to no socket address.
+    Unresolved {
+        /// The address (`host:port`).
+        addr: String,
+    },
+    /// There was nowhere to send a request: no broker known and no bootstrap address.
+    NoBrokers,
+    /// A broker's answer named another broker at an address that cannot be connected to.
+    InvalidBrokerAddress {
+        /// The broker id it gave.
+        id: i32,
+        /// The host it gave.
+        host: String,
+        /// The port it gave (outside 1..=65535).
+        port: i32,
+    },
+    /// After failed connection attempts to `addr`, the next one (held back by
+    /// `reconnect.backoff.ms`, doubling up to `reconnect.backoff.max.ms`) would begin after
+    /// the operation's deadline, so it was not made.
+    ReconnectBackoff {
+        /// The broker address.
+        addr: String,
+        /// How long until the next attempt was allowed.
+        retry_in: Duration,
+        /// The failure of the last attempt (e.g. the address and `connection refused`).
+        last: Option<Box<Error>>,
+    },
+    /// A group member found no coordinator to send to.
+    NoCoordinator {
+        /// The group.
+        group: String,
     },
     /// Another process joined the group with this member's `group.instance.id`; the member
     /// stopped and will not rejoin (two processes sharing an instance id would otherwise fence
@@ -327,7 +363,6 @@ impl fmt::Display for Error {
             Error::Tls { addr, source } => {
                 write!(f, "TLS with {addr} failed: {}", tls_explanation(addr, source.as_ref()))
             }
-            Error::NoBroker(m) => write!(f, "no broker available: {m}"),
             Error::RecordTooLarge { topic, size, max, property } => write!(
                 f,
                 "a record of about {size} bytes for topic {topic} does not fit in {property} {max} (with \
@@ -339,6 +374,24 @@ impl fmt::Display for Error {
                  {source}; they were not sent"
             ),
             Error::NoLeader { partition } => write!(f, "{partition}: no leader is known for this partition"),
+            Error::UnknownBroker { id } => write!(f, "broker {id} is not in the cluster metadata"),
+            Error::Unresolved { addr } => write!(f, "{addr} resolved to no address"),
+            Error::NoBrokers => f.write_str("no broker known and no bootstrap address to send to"),
+            Error::InvalidBrokerAddress { id, host, port } => {
+                write!(f, "broker {id} has an invalid address {host}:{port}")
+            }
+            Error::ReconnectBackoff { addr, retry_in, last } => {
+                write!(
+                    f,
+                    "{addr}: the next connection attempt (reconnect.backoff.ms, in {retry_in:?}) is \
+                     past this operation's deadline"
+                )?;
+                if let Some(last) = last {
+                    write!(f, "; last error: {last}")?;
+                }
+                Ok(())
+            }
+            Error::NoCoordinator { group } => write!(f, "no coordinator found for group {group}"),
             Error::Fenced { group, instance_id } => write!(
                 f,
                 "group {group}: fenced: another process uses group.instance.id {instance_id:?}; this member \
@@ -384,6 +437,7 @@ impl std::error::Error for Error {
             Error::Decode { source, .. } => Some(source),
             Error::NotEncodable { source, .. } => Some(source),
             Error::Timeout { last: Some(last), .. } => Some(last.as_ref()),
+            Error::ReconnectBackoff { last: Some(last), .. } => Some(last.as_ref()),
             Error::Tls { source, .. } => Some(source.as_ref()),
             Error::TokenProvider { source } => Some(source.as_ref()),
             _ => None,
@@ -401,6 +455,10 @@ impl Error {
                 which: Timeout::Retries,
                 last: Some(inner),
                 ..
+            } => inner,
+            // The backoff only held back another try: the cause is the try before it.
+            Error::ReconnectBackoff {
+                last: Some(inner), ..
             } => inner,
             e => Box::new(e),
         });
@@ -509,7 +567,16 @@ impl Error {
         // A partition without a leader is the same condition seen from the metadata: wait for
         // it to show one.
         (self.breaks_connection() && !matches!(self, Error::Tls { .. }))
-            || matches!(self, Error::NoBroker(_) | Error::NoLeader { .. })
+            || matches!(
+                self,
+                Error::NoLeader { .. }
+                    | Error::UnknownBroker { .. }
+                    | Error::Unresolved { .. }
+                    | Error::NoBrokers
+                    | Error::InvalidBrokerAddress { .. }
+                    | Error::ReconnectBackoff { .. }
+                    | Error::NoCoordinator { .. }
+            )
     }
 
     /// Whether the same request may work later: lost connections, moving coordinators, unknown
@@ -614,7 +681,9 @@ mod tests {
             source: io::ErrorKind::ConnectionRefused.into(),
         };
         assert!(refused.is_coordinator_transient());
-        assert!(Error::NoBroker("none".into()).is_coordinator_transient());
+        assert!(Error::UnknownBroker { id: 3 }.is_coordinator_transient());
+        let group = "g".to_string();
+        assert!(Error::NoCoordinator { group }.is_coordinator_transient());
         let tls = Error::Tls {
             addr: "b:9093".into(),
             source: "expired".into(),

@@ -19,7 +19,7 @@ use super::ConsumerRecord;
 use crate::client::{Broker, Client};
 use crate::error::{Error, Result};
 use crate::group::TopicPartition;
-use crate::net::Connection;
+use crate::net::link::{Link, Purpose};
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, Uuid, VersionRange};
@@ -354,7 +354,7 @@ pub(crate) fn aborted_batches(
 /// The consumer's connections to partition leaders.
 #[derive(Debug, Default)]
 pub(crate) struct Fetcher {
-    conns: HashMap<i32, Connection>,
+    conns: HashMap<i32, Link>,
 }
 
 impl Fetcher {
@@ -377,14 +377,14 @@ impl Fetcher {
             .min(crate::deadline::left(deadline).max(MIN_FETCH_WAIT));
         let conn = match self.conns.entry(leader.id) {
             Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(Connection::connect_by(
-                &leader.addr(),
-                client.connection_config(),
-                crate::deadline::after(within),
-            )?),
+            Entry::Vacant(e) => {
+                let mut link = client.link(Purpose::Fetch, leader.addr());
+                link.connect(Some(crate::deadline::after(within)))?;
+                e.insert(link)
+            }
         };
         let negotiated = conn.version(ApiKey::Fetch)?;
-        let broker = conn.broker_versions().get(&ApiKey::Fetch.key()).copied();
+        let broker = conn.versions()?.get(&ApiKey::Fetch.key()).copied();
         let version = fetch_version(negotiated, targets, settings.isolation, broker)?;
         let req = fetch_request(version, targets, settings);
         // The broker may hold the request for max_wait before answering.
@@ -392,7 +392,7 @@ impl Fetcher {
             u64::try_from(settings.max_wait_ms).unwrap_or(0),
         ));
         let result = conn.send_at(&req, version, Some(wait));
-        if conn.is_broken() {
+        if !conn.is_connected() {
             self.conns.remove(&leader.id);
         }
         result.map(|r| (version, r))

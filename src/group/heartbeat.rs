@@ -16,7 +16,8 @@ use super::state::Generation;
 use super::timer::HeartbeatTimer;
 use crate::client::lock;
 use crate::client::{Broker, Client};
-use crate::net::{Connection, Interrupter};
+use crate::net::link::{Link, Purpose};
+use crate::net::Interrupter;
 use crate::protocol::messages::HeartbeatRequest;
 use crate::KafkaCode;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -163,8 +164,8 @@ impl Stop {
     }
 
     /// Registers the socket a request is about to block on (`None` once it is dropped).
-    fn watch(&self, conn: Option<&Connection>) {
-        self.watch_socket(conn.and_then(Connection::interrupter));
+    fn watch(&self, conn: Option<&Link>) {
+        self.watch_socket(conn.and_then(Link::interrupter));
     }
 
     fn watch_socket(&self, socket: Option<Interrupter>) {
@@ -278,7 +279,7 @@ struct Active {
     /// Group, member id, instance id and generation for log lines, formatted once per generation.
     ctx: String,
     coordinator: Broker,
-    conn: Option<Connection>,
+    conn: Option<Link>,
     timer: HeartbeatTimer,
     stable: bool,
     expired_reported: bool,
@@ -477,14 +478,10 @@ impl Worker {
         // then the broker has given up on us, and the timer must get to report the expiry.
         let session_end = a.timer.session_deadline();
         if a.conn.is_none() {
-            let mut conn = Connection::connect_watched(
-                &a.coordinator.addr(),
-                client.connection_config(),
-                session_end,
-                &|socket| stop.watch_socket(socket),
-            )?;
-            conn.count_reauthentications_in(metrics.reauthentication_counter());
-            a.conn = Some(conn);
+            let mut link = client.link(Purpose::Coordinator, a.coordinator.addr());
+            link.count_reauthentications_in(metrics.reauthentication_counter());
+            link.connect_watched(Some(session_end), &|socket| stop.watch_socket(socket))?;
+            a.conn = Some(link);
         }
         stop.watch(a.conn.as_ref());
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
@@ -716,7 +713,7 @@ mod tests {
             addr: "b:9093".into(),
             source: io::ErrorKind::ConnectionRefused.into(),
         };
-        for e in [&io, &Error::Closed, &Error::NoBroker("none".into())] {
+        for e in [&io, &Error::Closed, &Error::UnknownBroker { id: 1 }] {
             assert!(!refuses_connection(e), "{e}");
         }
     }

@@ -20,7 +20,8 @@ use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition
 use crate::authorization::{Resource, Scope};
 use crate::client::{Broker, Client};
 use crate::error::{Error, Result};
-use crate::net::{Connection, Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
+use crate::net::link::{Link, Purpose};
+use crate::net::{Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupResponse, SyncGroupRequest};
 use crate::protocol::ApiKey;
@@ -128,7 +129,7 @@ pub struct GroupMember {
     config: MemberConfig,
     state: GroupState,
     coordinator: Option<Broker>,
-    conn: Option<Connection>,
+    conn: Option<Link>,
     assignment: Assignment,
     static_member: bool,
     warned_fallback: bool,
@@ -736,9 +737,7 @@ impl GroupMember {
             return Err(self.stop_if_denied(e));
         }
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
-        let version = conn.version(R::API_KEY)?;
-        let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
-        let result = conn.send_at(&build(version), version, Some(timeout));
+        let result = conn.request(Some(deadline), build);
         if let Err(e) = &result {
             if e.breaks_connection() {
                 self.forget_coordinator();
@@ -984,9 +983,12 @@ impl GroupMember {
             self.ensure_coordinator(deadline)?;
         }
         if self.conn.is_none() {
-            return Err(self.last_join_error.take().unwrap_or_else(|| {
-                Error::NoBroker(format!("no coordinator found for group {}", self.config.group_id))
-            }));
+            return Err(self
+                .last_join_error
+                .take()
+                .unwrap_or_else(|| Error::NoCoordinator {
+                    group: self.config.group_id.clone(),
+                }));
         }
         Ok(())
     }
@@ -1002,7 +1004,6 @@ impl GroupMember {
         while self.conn.is_none() {
             let since = *self.discovery_since.get_or_insert_with(Instant::now);
             let group = self.config.group_id.clone();
-            let config = self.client.connection_config().clone();
             // A call with no time left still gets one lookup of a useful length, or a poll(0)
             // loop would never find its coordinator; later attempts end at `deadline` (they
             // might otherwise sleep out a reconnect backoff past it).
@@ -1013,9 +1014,10 @@ impl GroupMember {
             };
             first = false;
             let found = self.client.lookup_coordinator_by(&group, by).and_then(|b| {
-                let mut c = Connection::connect_by(&b.addr(), &config, by)?;
-                c.count_reauthentications_in(self.metrics.reauthentication_counter());
-                Ok((b, c))
+                let mut link = self.client.link(Purpose::Coordinator, b.addr());
+                link.count_reauthentications_in(self.metrics.reauthentication_counter());
+                link.connect(Some(by))?;
+                Ok((b, link))
             });
             match found {
                 Ok((b, conn)) => {
@@ -1053,7 +1055,7 @@ impl GroupMember {
         Ok(moved)
     }
 
-    fn check_static_support(&mut self, conn: &Connection) -> Result<()> {
+    fn check_static_support(&mut self, conn: &Link) -> Result<()> {
         if self.config.group_instance_id.is_none() {
             return Ok(());
         }

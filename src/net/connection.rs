@@ -12,6 +12,7 @@ use crate::net::sasl::Mechanism;
 use crate::net::stream::Stream;
 use crate::net::tls::Tls;
 use crate::net::versions::{self, BrokerVersions, Capability, Handshake};
+use crate::net::wire::{Outgoing, RawPending};
 use crate::protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
 use crate::protocol::{
     ApiKey, DecodeError, Decoder, KafkaStr, Message, Request, Segments, VersionRange, WireWrite,
@@ -113,28 +114,53 @@ fn tls_error(addr: &str, e: io::Error) -> Error {
 /// A request written by [`Connection::send_pending`] whose answer is still to be read.
 #[derive(Debug)]
 pub struct Pending<R> {
-    correlation_id: i32,
-    version: i16,
-    deadline: Instant,
+    raw: RawPending,
     request: std::marker::PhantomData<fn() -> R>,
 }
 
 impl<R> Pending<R> {
+    pub(crate) fn new(raw: RawPending) -> Self {
+        Pending {
+            raw,
+            request: std::marker::PhantomData,
+        }
+    }
+
     /// The version the request was sent at.
     pub fn version(&self) -> i16 {
-        self.version
+        self.raw.version
+    }
+
+    pub(crate) fn raw(&self) -> &RawPending {
+        &self.raw
     }
 }
 
 /// Shuts a connection's socket down from another thread; see [`Connection::interrupter`].
-#[derive(Debug)]
-pub struct Interrupter(TcpStream);
+pub struct Interrupter(Box<dyn Fn() + Send + Sync>);
 
 impl Interrupter {
+    /// Interrupts with `f` (a scripted connection's way of being shut down).
+    pub(crate) fn new(f: impl Fn() + Send + Sync + 'static) -> Self {
+        Interrupter(Box::new(f))
+    }
+
+    fn socket(socket: TcpStream) -> Self {
+        Interrupter::new(move || {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        })
+    }
+
     /// Shuts the socket down: a read or write blocked on it returns an error at once, and the
     /// connection is unusable afterwards.
     pub fn interrupt(&self) {
-        let _ = self.0.shutdown(std::net::Shutdown::Both);
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Interrupter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interrupter")
     }
 }
 
@@ -204,7 +230,9 @@ impl Connection {
                 source,
             })?
             .collect();
-        let mut last = Error::NoBroker(format!("{addr} resolved to no address"));
+        let mut last = Error::Unresolved {
+            addr: addr.to_string(),
+        };
         for peer in resolved {
             let connect_timeout = crate::deadline::clamp(config.connect_timeout, deadline);
             match TcpStream::connect_timeout(&peer, connect_timeout) {
@@ -219,7 +247,7 @@ impl Connection {
                     stream
                         .set_write_timeout(Some(config.request_timeout))
                         .map_err(io_err)?;
-                    watch(stream.try_clone().ok().map(Interrupter));
+                    watch(stream.try_clone().ok().map(Interrupter::socket));
                     let timeout = crate::deadline::clamp(config.request_timeout, deadline);
                     let stream = match &config.tls {
                         None => Stream::Plain(stream),
@@ -299,6 +327,12 @@ impl Connection {
         self.broken
     }
 
+    /// Makes the connection unusable (its owner found the stream out of step).
+    pub(crate) fn set_broken(&mut self) {
+        self.broken = true;
+        let _ = self.stream.tcp().shutdown(std::net::Shutdown::Both);
+    }
+
     /// The version this connection uses for `api`.
     pub fn version(&self, api: ApiKey) -> Result<i16> {
         self.config.pick_version(api, &self.versions)
@@ -336,13 +370,28 @@ impl Connection {
         timeout: Option<Duration>,
         decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
     ) -> Result<T> {
+        let body = self.call_raw(req, version, timeout)?;
+        let decoded = decode(&mut Decoder::new(&body), version);
+        drop(body);
+        decoded.map_err(|source| self.decode_failed(R::API_KEY, source))
+    }
+
+    /// One request (re-authenticating first if due) and the body of its answer: what every
+    /// request of a [`Link`](crate::net::link::Link) comes down to.
+    pub(crate) fn call_raw(
+        &mut self,
+        req: &dyn Outgoing,
+        version: i16,
+        timeout: Option<Duration>,
+    ) -> Result<Bytes> {
         let deadline = crate::deadline::after(timeout.unwrap_or(self.config.request_timeout));
         // A re-authentication comes out of the request's own time, not on top of it.
         let timeout = match self.reauthenticate_if_due(deadline)? {
             true => Some(crate::deadline::left(deadline)),
             false => timeout,
         };
-        self.call_with(req, version, timeout, decode)
+        log::debug!("{} -> {} v{version}", self.addr, req.api().name());
+        self.exchange(req, version, timeout)
     }
 
     /// One request and its answer read with `decode`: [`send_at_with`](Self::send_at_with)
@@ -356,7 +405,7 @@ impl Connection {
     ) -> Result<T> {
         let api = R::API_KEY;
         log::debug!("{} -> {} v{version}", self.addr, api.name());
-        let body = self.exchange::<R>(req, version, timeout)?;
+        let body = self.exchange(req, version, timeout)?;
         let decoded = decode(&mut Decoder::new(&body), version);
         drop(body);
         decoded.map_err(|source| self.decode_failed(api, source))
@@ -373,15 +422,26 @@ impl Connection {
         version: i16,
         timeout: Option<Duration>,
     ) -> Result<Pending<R>> {
+        self.send_pending_raw(req, version, timeout).map(Pending::new)
+    }
+
+    /// [`send_pending`](Self::send_pending) for any request.
+    pub(crate) fn send_pending_raw(
+        &mut self,
+        req: &dyn Outgoing,
+        version: i16,
+        timeout: Option<Duration>,
+    ) -> Result<RawPending> {
         let deadline = crate::deadline::after(timeout.unwrap_or(self.config.request_timeout));
         self.reauthenticate_if_due(deadline)?;
-        log::debug!("{} -> {} v{version} (pending)", self.addr, R::API_KEY.name());
+        log::debug!("{} -> {} v{version} (pending)", self.addr, req.api().name());
         let correlation_id = self.write_request(req, version)?;
-        Ok(Pending {
+        Ok(RawPending {
+            api: req.api(),
             correlation_id,
             version,
+            header_version: req.response_header_version(version),
             deadline,
-            request: std::marker::PhantomData,
         })
     }
 
@@ -394,6 +454,16 @@ impl Connection {
         pending: &Pending<R>,
         wait: Duration,
     ) -> Result<Option<R::Response>> {
+        let Some(body) = self.receive_raw(&pending.raw, wait)? else {
+            return Ok(None);
+        };
+        <R::Response as Message>::decode(&mut Decoder::new(&body), pending.raw.version)
+            .map(Some)
+            .map_err(|source| self.decode_failed(R::API_KEY, source))
+    }
+
+    /// [`receive`](Self::receive), returning the answer's body undecoded.
+    pub(crate) fn receive_raw(&mut self, pending: &RawPending, wait: Duration) -> Result<Option<Bytes>> {
         if self.broken {
             return Err(Error::Closed);
         }
@@ -406,12 +476,13 @@ impl Connection {
         }
         // The answer has started to arrive: the rest of it follows at network speed, within
         // what is left of the request's own timeout.
-        let api = R::API_KEY;
-        let header_version = R::response_header_version(pending.version);
-        let body = self.read_response(api, pending.correlation_id, header_version, pending.deadline)?;
-        <R::Response as Message>::decode(&mut Decoder::new(&body), pending.version)
-            .map(Some)
-            .map_err(|source| self.decode_failed(api, source))
+        self.read_response(
+            pending.api,
+            pending.correlation_id,
+            pending.header_version,
+            pending.deadline,
+        )
+        .map(Some)
     }
 
     /// Whether response bytes can be read before `until`, without consuming them. Looks at
@@ -427,17 +498,22 @@ impl Connection {
     /// blocked read or write on it return at once (how a member's close interrupts its
     /// heartbeat thread mid-request). `None` if the socket cannot be shared.
     pub fn interrupter(&self) -> Option<Interrupter> {
-        self.stream.tcp().try_clone().ok().map(Interrupter)
+        self.stream.tcp().try_clone().ok().map(Interrupter::socket)
     }
 
     /// Sends `req` at `version` without waiting for a response, for the one request the broker
     /// never answers: Produce with `acks=0`. Waiting for a response there would sit out
     /// `request.timeout.ms` and then close a healthy connection.
     pub fn send_no_response<R: Request>(&mut self, req: &R, version: i16) -> Result<()> {
+        self.send_no_response_raw(req, version)
+    }
+
+    /// [`send_no_response`](Self::send_no_response) for any request.
+    pub(crate) fn send_no_response_raw(&mut self, req: &dyn Outgoing, version: i16) -> Result<()> {
         log::debug!(
             "{} -> {} v{version} (no response expected)",
             self.addr,
-            R::API_KEY.name()
+            req.api().name()
         );
         self.reauthenticate_if_due(crate::deadline::after(self.config.request_timeout))?;
         self.write_request(req, version).map(|_| ())
@@ -592,11 +668,11 @@ impl Connection {
     }
 
     /// Writes one request frame; returns its correlation id.
-    fn write_request<R: Request>(&mut self, req: &R, version: i16) -> Result<i32> {
+    fn write_request(&mut self, req: &dyn Outgoing, version: i16) -> Result<i32> {
         if self.broken {
             return Err(Error::Closed);
         }
-        let api = R::API_KEY;
+        let api = req.api();
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let header = RequestHeader {
@@ -612,8 +688,8 @@ impl Connection {
         let mut buf = Segments::from_vec(std::mem::take(&mut self.write_buf));
         buf.put_slice(&[0; 4]);
         let encoded = header
-            .encode(R::header_version(version), &mut buf)
-            .and_then(|()| req.encode(version, &mut buf));
+            .encode(req.header_version(version), &mut buf)
+            .and_then(|()| req.encode_into(version, &mut buf));
         let written = encoded.map(|()| {
             let size = (buf.len() - 4) as i32;
             buf.set_i32(0, size);
@@ -630,13 +706,13 @@ impl Connection {
 
     /// Writes one request frame and reads its response, returning the response body (the frame
     /// after its header).
-    fn exchange<R: Request>(&mut self, req: &R, version: i16, timeout: Option<Duration>) -> Result<Bytes> {
+    fn exchange(&mut self, req: &dyn Outgoing, version: i16, timeout: Option<Duration>) -> Result<Bytes> {
         let correlation_id = self.write_request(req, version)?;
         let deadline = crate::deadline::after(timeout.unwrap_or(self.config.request_timeout));
         self.read_response(
-            R::API_KEY,
+            req.api(),
             correlation_id,
-            R::response_header_version(version),
+            req.response_header_version(version),
             deadline,
         )
     }

@@ -1,11 +1,16 @@
-//! Talking to brokers: connections, version negotiation, the per-release version table.
+//! Talking to brokers: connections and their one owner (`Link`), version negotiation, the
+//! per-release version table.
 
 pub mod connection;
+pub(crate) mod link;
 pub mod releases;
 pub mod sasl;
+#[cfg(test)]
+pub(crate) mod script;
 mod stream;
 mod tls;
 pub mod versions;
+pub(crate) mod wire;
 
 pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};
 pub(crate) use tls::TlsSettings;

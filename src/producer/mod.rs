@@ -59,6 +59,7 @@ pub use request::magic_for;
 use crate::client::{topic_denied, Client};
 use crate::error::{Error, Result};
 use crate::group::TopicPartition;
+use crate::net::link::Purpose;
 use crate::net::versions::BrokerVersions;
 use crate::protocol::ApiKey;
 use crate::retry::{retry_or_last, Backoff, Step};
@@ -431,7 +432,7 @@ impl Producer {
         for (leader, tps) in plan {
             let versions: Result<(i16, BrokerVersions)> = self
                 .client
-                .broker_versions(leader)
+                .broker_versions_for(Purpose::Produce, leader)
                 .and_then(|bv| conn.pick_version(ApiKey::Produce, &bv).map(|v| (v, bv)));
             let (version, bv) = match versions {
                 Ok(v) => v,

@@ -7,6 +7,7 @@ use super::request::magic_for;
 use crate::client::Client;
 use crate::error::Result;
 use crate::group::TopicPartition;
+use crate::net::link::Purpose;
 use crate::protocol::messages::{ProduceRequest, ProduceResponse};
 
 /// One broker's share of a round: requests in order, each with the partitions it carries.
@@ -46,9 +47,13 @@ pub(super) fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
             req
         };
         let result = if acks == Acks::None {
-            client.send_to_no_response(work.leader, check).map(|()| None)
+            client
+                .send_no_response_for(Purpose::Produce, work.leader, check)
+                .map(|()| None)
         } else {
-            client.send_to(work.leader, check).map(Some)
+            client
+                .send_for(Purpose::Produce, work.leader, None, check)
+                .map(Some)
         };
         if let Err(e) = &result {
             if e.is_unreachable() {

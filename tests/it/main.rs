@@ -17,6 +17,7 @@ mod group_tests;
 mod harness;
 mod hostile_api_tests;
 mod interop_tests;
+mod isolation_tests;
 mod legacy_sasl_tests;
 mod memory_tests;
 mod no_loss_tests;

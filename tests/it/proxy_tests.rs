@@ -332,6 +332,37 @@ fn connections_counts_open_clients() {
 }
 
 #[test]
+fn delay_api_holds_only_that_apis_responses() {
+    let delay = Duration::from_millis(1500);
+    let proxy = Proxy::start(proxy::upstream_for(FAULT_RELEASE), FAULT_RELEASE);
+    let mut slow = WireClient::connect(proxy.addr()).unwrap();
+    let mut other = WireClient::connect(proxy.addr()).unwrap();
+    let seen = proxy.requests_seen(ApiKey::Metadata);
+    proxy.delay_api(ApiKey::Metadata, delay);
+    let start = Instant::now();
+    let id = slow.send(&MetadataRequest::default(), METADATA_VERSION).unwrap();
+    // Another forwarded API, on another connection, passes while the Metadata answer is held.
+    let lookup = FindCoordinatorRequest {
+        coordinator_keys: vec!["delay-api".into()],
+        ..Default::default()
+    };
+    other.call(&lookup, 4).unwrap();
+    let held = start.elapsed();
+    slow.recv::<MetadataRequest>(METADATA_VERSION, id).unwrap();
+    let answered = start.elapsed();
+    assert!(answered >= delay, "Metadata answered after {answered:?}");
+    assert!(
+        held < delay,
+        "FindCoordinator waited {held:?} behind a held Metadata"
+    );
+    assert_eq!(proxy.requests_seen(ApiKey::Metadata), seen + 1);
+    proxy.delay_api(ApiKey::Metadata, Duration::ZERO);
+    let start = Instant::now();
+    metadata(&mut slow, METADATA_VERSION).unwrap();
+    assert!(start.elapsed() < delay, "still held: {:?}", start.elapsed());
+}
+
+#[test]
 fn set_delay_holds_every_response() {
     let delay = Duration::from_millis(400);
     let proxy = Proxy::start(proxy::upstream_for(FAULT_RELEASE), FAULT_RELEASE);
@@ -469,6 +500,13 @@ fn drop_stops_listeners_and_closes_clients() {
         "Drop took {:?}",
         start.elapsed()
     );
+    // Drop has joined every thread, but a join returns when the kernel clears the thread's id,
+    // a moment before the thread leaves /proc/self/task; so the count is read until it
+    // settles, briefly. A thread still running (not joined) keeps it above zero.
+    let settled = Instant::now() + Duration::from_secs(2);
+    while thread_count(&threads) > 0 && Instant::now() < settled {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_eq!(thread_count(&threads), 0, "threads {threads}* outlived the proxy");
     assert_eof(&mut client, "client after the proxy was dropped");
     for a in broker_listeners {

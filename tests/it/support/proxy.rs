@@ -12,7 +12,7 @@
 //! The real broker must still serve the old versions the emulated release advertises: Kafka 4.x
 //! removed many of them (KIP-896), so releases older than 2.1 need a Kafka 3.9 upstream.
 //!
-//! Fault hooks ([`Proxy::drop_connections`], [`Proxy::set_delay`], [`Proxy::blackhole`],
+//! Fault hooks ([`Proxy::drop_connections`], [`Proxy::set_delay`], [`Proxy::delay_api`], [`Proxy::blackhole`],
 //! [`Proxy::fail_describe_groups`], [`Proxy::reset_next`], [`Proxy::kill_connections`]) let tests
 //! break the path between client and broker without
 //! touching the broker.
@@ -240,6 +240,24 @@ impl Proxy {
         self.inner.faults_changed.notify_all();
     }
 
+    /// Holds each response to a request of `api` for `delay` after it arrives from the broker
+    /// (on top of any [`Proxy::set_delay`]); other APIs pass as before, except that responses
+    /// on one connection keep their order, as a broker's do. Zero turns it off.
+    pub fn delay_api(&self, api: ApiKey, delay: Duration) {
+        self.inner.lock_faults().api_delay.insert(api.key(), delay);
+        self.inner.faults_changed.notify_all();
+    }
+
+    /// How many requests of `api` clients have sent through the proxy so far.
+    pub fn requests_seen(&self, api: ApiKey) -> u64 {
+        self.inner
+            .lock_faults()
+            .seen
+            .get(&api.key())
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// While on, nothing passes in either direction but sockets stay open, like a network
     /// partition under TCP: bytes are held, not lost, and flow again once it is turned off.
     pub fn blackhole(&self, on: bool) {
@@ -373,6 +391,10 @@ impl Drop for Proxy {
 #[derive(Default)]
 struct Faults {
     delay: Duration,
+    /// API key → extra hold for its responses ([`Proxy::delay_api`]).
+    api_delay: HashMap<i16, Duration>,
+    /// API key → requests seen.
+    seen: HashMap<i16, u64>,
     blackhole: bool,
     /// API key → how many more connections to reset when they carry a request of it.
     reset_on: HashMap<i16, usize>,
@@ -536,9 +558,18 @@ impl Inner {
                 .spawn(move || inner.serve(client, &upstream));
             match spawned {
                 Ok(h) => {
+                    // Finished threads are joined, not detached: a detached thread can still be
+                    // exiting when the proxy is dropped.
                     let mut threads = lock(&self.conn_threads);
-                    threads.retain(|t| !t.is_finished());
+                    let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut *threads)
+                        .into_iter()
+                        .partition(|t| t.is_finished());
+                    *threads = running;
                     threads.push(h);
+                    drop(threads);
+                    for t in done {
+                        let _ = t.join();
+                    }
                 }
                 Err(e) => log::warn!("proxy: cannot spawn connection thread: {e}"),
             }
@@ -639,6 +670,7 @@ impl Inner {
             let name = ApiKey::from_key(api_key).map_or("?", |k| k.name());
             let reset = {
                 let mut faults = self.lock_faults();
+                *faults.seen.entry(api_key).or_default() += 1;
                 match faults.reset_on.get_mut(&api_key) {
                     Some(n) if *n > 0 => {
                         *n -= 1;
@@ -761,6 +793,13 @@ impl Inner {
                         );
                         break;
                     }
+                    let ready = ready
+                        + self
+                            .lock_faults()
+                            .api_delay
+                            .get(&api_key)
+                            .copied()
+                            .unwrap_or_default();
                     match self.rewrite_response(api_key, version, frame) {
                         Ok(f) => (f, ready),
                         Err(e) => {

@@ -1,0 +1,512 @@
+//! The one owner of a broker connection: [`Link`].
+//!
+//! A link is one broker address and at most one open connection ([`Wire`]) to it. It opens the
+//! connection when a request needs it, holding reconnects back by an exponential backoff
+//! (`reconnect.backoff.ms` doubling up to `reconnect.backoff.max.ms`) after failures, picks
+//! each request's version from the broker's ApiVersions table, drops the connection when an
+//! error leaves it unusable, and keeps the last error it met so that a later "gave up" error
+//! can still name the cause (the address and `connection refused`).
+//!
+//! Everything that talks to a broker goes through a link: the client's shared connections
+//! (one per broker and [`Purpose`]), a group member's connection to its coordinator, the
+//! heartbeat thread's, the consumer's fetch connections. The TLS, SASL and KIP-368 handshakes
+//! stay inside the connection a [`Dialer`] opens, so they exist once.
+
+use crate::error::{Error, Result};
+use crate::net::connection::{ConnectionConfig, Interrupter, Pending};
+use crate::net::versions::{self, BrokerVersions, Capability};
+use crate::net::wire::{Dialer, Wire};
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a connection is for. The client keeps one connection per broker and purpose, so that
+/// a request that waits long on one (a Produce with `acks=all` behind a slow ISR, a Fetch
+/// waiting out `fetch.max.wait.ms`) never holds up another kind on the same broker (a
+/// heartbeat thread's coordinator lookup, a metadata refresh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Purpose {
+    /// Metadata, admin requests, bootstrap, anything not below.
+    Metadata,
+    /// FindCoordinator and the group requests of members and their heartbeat threads.
+    Coordinator,
+    /// A producer's Produce requests.
+    Produce,
+    /// A consumer's Fetch requests.
+    Fetch,
+}
+
+impl Purpose {
+    /// Every purpose.
+    pub(crate) const ALL: [Purpose; 4] = [
+        Purpose::Metadata,
+        Purpose::Coordinator,
+        Purpose::Produce,
+        Purpose::Fetch,
+    ];
+}
+
+/// The reconnect backoff of one link: pure, given the time.
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    first: Duration,
+    max: Duration,
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Backoff {
+    /// `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
+    pub(crate) fn new(first: Duration, max: Duration) -> Self {
+        Backoff {
+            first,
+            max,
+            failures: 0,
+            retry_at: None,
+        }
+    }
+
+    /// The pause after `failures` failed attempts in a row: the first backoff, doubled per
+    /// further failure, at most the maximum.
+    pub(crate) fn pause(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        self.first
+            .saturating_mul(1 << (failures - 1).min(16))
+            .min(self.max)
+    }
+
+    /// An attempt failed at `now`; returns the pause before the next one.
+    pub(crate) fn failed(&mut self, now: Instant) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        let pause = self.pause(self.failures);
+        self.retry_at = Some(crate::deadline::at(now, pause));
+        pause
+    }
+
+    /// An attempt succeeded: the next failure starts from the first backoff again.
+    pub(crate) fn succeeded(&mut self) {
+        self.failures = 0;
+        self.retry_at = None;
+    }
+
+    /// When the next attempt may be made, after a failure.
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
+    }
+
+    /// Failed attempts in a row.
+    #[cfg(test)]
+    pub(crate) fn failures(&self) -> u32 {
+        self.failures
+    }
+}
+
+/// One broker address and at most one open connection to it; see the [module](self).
+pub(crate) struct Link {
+    purpose: Purpose,
+    addr: String,
+    dialer: Arc<dyn Dialer>,
+    config: Arc<ConnectionConfig>,
+    backoff: Backoff,
+    wire: Option<Box<dyn Wire>>,
+    last_error: Option<Error>,
+    reauthentications: Option<Arc<AtomicU64>>,
+}
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Link")
+            .field("purpose", &self.purpose)
+            .field("addr", &self.addr)
+            .field("connected", &self.is_connected())
+            .field("failures", &self.backoff.failures)
+            .finish()
+    }
+}
+
+impl Link {
+    /// A link to `addr`, not connected yet.
+    pub(crate) fn new(
+        purpose: Purpose,
+        addr: impl Into<String>,
+        dialer: Arc<dyn Dialer>,
+        config: Arc<ConnectionConfig>,
+        backoff: Backoff,
+    ) -> Link {
+        Link {
+            purpose,
+            addr: addr.into(),
+            dialer,
+            config,
+            backoff,
+            wire: None,
+            last_error: None,
+            reauthentications: None,
+        }
+    }
+
+    /// The broker address (`host:port`).
+    #[cfg(test)]
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Points the link at `addr` (a broker's address in fresh metadata). A different address
+    /// drops the connection and the backoff, which were the old address's.
+    pub(crate) fn retarget(&mut self, addr: &str) {
+        if self.addr != addr {
+            self.addr = addr.to_string();
+            self.wire = None;
+            self.backoff.succeeded();
+        }
+    }
+
+    /// Whether a usable connection is open.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.wire.as_ref().is_some_and(|w| !w.is_broken())
+    }
+
+    /// Also counts the re-authentications of every connection this link opens from now on
+    /// in `sink` (a member's metrics, which outlive its connections).
+    pub(crate) fn count_reauthentications_in(&mut self, sink: Arc<AtomicU64>) {
+        if let Some(w) = self.wire.as_mut() {
+            w.count_reauthentications_in(sink.clone());
+        }
+        self.reauthentications = Some(sink);
+    }
+
+    /// The last error a connection attempt or request on this link met, if any.
+    #[cfg(test)]
+    pub(crate) fn last_error(&self) -> Option<&Error> {
+        self.last_error.as_ref()
+    }
+
+    /// Failed connection attempts in a row.
+    #[cfg(test)]
+    pub(crate) fn failures(&self) -> u32 {
+        self.backoff.failures()
+    }
+
+    /// The pause the backoff would impose after the failures so far.
+    #[cfg(test)]
+    pub(crate) fn current_backoff(&self) -> Duration {
+        self.backoff.pause(self.backoff.failures())
+    }
+
+    /// Opens the connection unless one is open, by `deadline` (none: the configured connect
+    /// and request timeouts alone bound it). After failed attempts the next one waits for the
+    /// reconnect backoff; a backoff that would end past `deadline` fails at once with
+    /// [`Error::ReconnectBackoff`] instead of being slept.
+    pub(crate) fn connect(&mut self, deadline: Option<Instant>) -> Result<()> {
+        self.connect_watched(deadline, &|_| {})
+    }
+
+    /// [`connect`](Self::connect), handing `watch` an [`Interrupter`] while the handshake runs
+    /// (how a member's close cuts its heartbeat thread's connection attempt short).
+    pub(crate) fn connect_watched(
+        &mut self,
+        deadline: Option<Instant>,
+        watch: &dyn Fn(Option<Interrupter>),
+    ) -> Result<()> {
+        if self.wire.as_ref().is_some_and(|w| w.is_broken()) {
+            self.wire = None;
+        }
+        if self.wire.is_some() {
+            return Ok(());
+        }
+        if let Some(at) = self.backoff.retry_at() {
+            let wait = crate::deadline::left(at);
+            if deadline.is_some_and(|d| at > d) {
+                return Err(Error::ReconnectBackoff {
+                    addr: self.addr.clone(),
+                    retry_in: wait,
+                    last: self.last_error.as_ref().and_then(copy_of).map(Box::new),
+                });
+            }
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+        }
+        let by = deadline.unwrap_or_else(|| crate::deadline::after(Duration::MAX));
+        match self.dialer.dial(&self.addr, &self.config, by, watch) {
+            Ok(mut wire) => {
+                log::debug!("connected to {} ({:?})", self.addr, self.purpose);
+                if let Some(sink) = &self.reauthentications {
+                    wire.count_reauthentications_in(sink.clone());
+                }
+                self.wire = Some(wire);
+                self.backoff.succeeded();
+                Ok(())
+            }
+            Err(e) => {
+                let pause = self.backoff.failed(Instant::now());
+                log::debug!(
+                    "connecting to {} ({:?}) failed ({e}); next try in {pause:?}",
+                    self.addr,
+                    self.purpose
+                );
+                self.last_error = copy_of(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops the connection (the next request opens a new one, without a backoff).
+    pub(crate) fn disconnect(&mut self) {
+        self.wire = None;
+    }
+
+    fn wire(&self) -> Result<&dyn Wire> {
+        self.wire
+            .as_deref()
+            .filter(|w| !w.is_broken())
+            .ok_or(Error::Closed)
+    }
+
+    fn wire_mut(&mut self) -> Result<&mut Box<dyn Wire>> {
+        match self.wire.as_mut() {
+            Some(w) if !w.is_broken() => Ok(w),
+            _ => Err(Error::Closed),
+        }
+    }
+
+    /// The open connection's ApiVersions table ([`Error::Closed`] when none is open).
+    pub(crate) fn versions(&self) -> Result<&BrokerVersions> {
+        Ok(self.wire()?.broker_versions())
+    }
+
+    /// The broker's ApiVersions table, connecting by `deadline` if needed.
+    pub(crate) fn broker_versions(&mut self, deadline: Option<Instant>) -> Result<BrokerVersions> {
+        self.connect(deadline)?;
+        self.versions().cloned()
+    }
+
+    /// The version the open connection uses for `api`.
+    pub(crate) fn version(&self, api: ApiKey) -> Result<i16> {
+        self.config.pick_version(api, self.versions()?)
+    }
+
+    /// Checks that the connected broker has a capability (e.g. static membership).
+    pub(crate) fn check(&self, cap: &Capability) -> Result<()> {
+        versions::check(cap, self.versions()?)
+    }
+
+    /// A handle that cuts a request blocked on this link short from another thread.
+    pub(crate) fn interrupter(&self) -> Option<Interrupter> {
+        self.wire.as_ref().and_then(|w| w.interrupter())
+    }
+
+    /// Connects by `deadline` if needed and sends the request `build` makes for the
+    /// negotiated version, waiting for the answer no longer than `request.timeout.ms` nor
+    /// past `deadline`.
+    pub(crate) fn request<R: Request>(
+        &mut self,
+        deadline: Option<Instant>,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.request_with(deadline, build, <R::Response as Message>::decode)
+    }
+
+    /// [`request`](Self::request), reading the answer with `decode` (see
+    /// [`send_at_with`](Self::send_at_with)).
+    pub(crate) fn request_with<R: Request, T>(
+        &mut self,
+        deadline: Option<Instant>,
+        build: impl FnOnce(i16) -> R,
+        decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
+    ) -> Result<T> {
+        self.connect(deadline)?;
+        let version = self.version(R::API_KEY)?;
+        let timeout = deadline.map(|d| crate::deadline::clamp(self.config.request_timeout, d));
+        self.send_at_with(&build(version), version, timeout, decode)
+    }
+
+    /// Connects by `deadline` if needed and writes a request the broker never answers
+    /// (Produce with `acks=0`), built for the negotiated version.
+    pub(crate) fn send_no_response<R: Request>(
+        &mut self,
+        deadline: Option<Instant>,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<()> {
+        self.connect(deadline)?;
+        let version = self.version(R::API_KEY)?;
+        let req = build(version);
+        let result = self.wire_mut()?.send_no_response(&req, version);
+        self.settle(result)
+    }
+
+    /// Sends `req` at `version` on the open connection, waiting up to `timeout` (default
+    /// `request.timeout.ms`).
+    pub(crate) fn send_at<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Option<Duration>,
+    ) -> Result<R::Response> {
+        self.send_at_with(req, version, timeout, <R::Response as Message>::decode)
+    }
+
+    /// [`send_at`](Self::send_at), reading the answer with `decode` instead of decoding
+    /// `R::Response`: for an answer so large (Metadata of a big cluster) that its decoded form
+    /// should never exist whole. The frame is freed before this returns.
+    pub(crate) fn send_at_with<R: Request, T>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Option<Duration>,
+        decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
+    ) -> Result<T> {
+        let body = self.wire_mut()?.call(req, version, timeout);
+        let body = self.settle(body)?;
+        let decoded = decode(&mut Decoder::new(&body), version);
+        drop(body);
+        let decoded = decoded.map_err(|source| Error::Decode {
+            api: R::API_KEY,
+            source,
+        });
+        self.settle_decoded(decoded)
+    }
+
+    /// Writes `req` at `version` and returns at once; the answer is collected with
+    /// [`receive`](Self::receive), possibly over several calls (a JoinGroup the coordinator
+    /// holds for a whole rebalance). `timeout` bounds the wait for the answer from now.
+    pub(crate) fn send_pending<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Option<Duration>,
+    ) -> Result<Pending<R>> {
+        let pending = self.wire_mut()?.send_pending(req, version, timeout);
+        self.settle(pending).map(Pending::new)
+    }
+
+    /// Waits up to `wait` for the answer to `pending`: `Ok(None)` if none has begun to arrive
+    /// (the request stays in flight); a response timeout once its own deadline has passed.
+    pub(crate) fn receive<R: Request>(
+        &mut self,
+        pending: &Pending<R>,
+        wait: Duration,
+    ) -> Result<Option<R::Response>> {
+        let body = self.wire_mut()?.receive(pending.raw(), wait);
+        let Some(body) = self.settle(body)? else {
+            return Ok(None);
+        };
+        let decoded = <R::Response as Message>::decode(&mut Decoder::new(&body), pending.version())
+            .map(Some)
+            .map_err(|source| Error::Decode {
+                api: R::API_KEY,
+                source,
+            });
+        self.settle_decoded(decoded)
+    }
+
+    /// Keeps a failure's copy and drops the connection if the failure broke it.
+    fn settle<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            if let Some(copy) = copy_of(e) {
+                self.last_error = Some(copy);
+            }
+        }
+        if self.wire.as_ref().is_some_and(|w| w.is_broken()) {
+            log::debug!("{} ({:?}): connection dropped", self.addr, self.purpose);
+            self.wire = None;
+        }
+        result
+    }
+
+    /// An answer that did not decode leaves the rest of the stream unaccounted for.
+    fn settle_decoded<T>(&mut self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            if let Some(w) = self.wire.as_mut() {
+                w.mark_broken();
+            }
+        }
+        self.settle(result)
+    }
+}
+
+/// A copy of `e` to keep as a link's last error, for the errors a retry can get past (the
+/// network's and the broker's); `None` for the rest, which are returned and not retried.
+/// An I/O error cannot be cloned: its copy has the same kind and text.
+fn copy_of(e: &Error) -> Option<Error> {
+    Some(match e {
+        Error::Io { addr, source } => Error::Io {
+            addr: addr.clone(),
+            source: std::io::Error::new(source.kind(), source.to_string()),
+        },
+        Error::Timeout {
+            which,
+            operation,
+            last,
+        } => Error::Timeout {
+            which: *which,
+            operation: operation.clone(),
+            last: last.as_deref().and_then(copy_of).map(Box::new),
+        },
+        Error::Protocol { addr, violation } => Error::Protocol {
+            addr: addr.clone(),
+            violation: violation.clone(),
+        },
+        Error::Unresolved { addr } => Error::Unresolved { addr: addr.clone() },
+        Error::Kafka { api, code, message } => Error::Kafka {
+            api: *api,
+            code: *code,
+            message: message.clone(),
+        },
+        Error::Decode { api, source } => Error::Decode {
+            api: *api,
+            source: source.clone(),
+        },
+        Error::Closed => Error::Closed,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_maximum_and_resets_on_success() {
+        let ms = Duration::from_millis;
+        let mut b = Backoff::new(ms(50), ms(1000));
+        let now = Instant::now();
+        let pauses: Vec<Duration> = (0..7).map(|_| b.failed(now)).collect();
+        assert_eq!(
+            pauses,
+            [ms(50), ms(100), ms(200), ms(400), ms(800), ms(1000), ms(1000)]
+        );
+        assert_eq!(b.retry_at(), Some(now + ms(1000)));
+        b.succeeded();
+        assert_eq!((b.failures(), b.retry_at()), (0, None));
+        assert_eq!(b.failed(now), ms(50));
+        // Far past the cap, the doubling saturates rather than overflowing.
+        let mut huge = Backoff::new(Duration::MAX, Duration::MAX);
+        for _ in 0..40 {
+            huge.failed(now);
+        }
+        assert_eq!(huge.pause(huge.failures()), Duration::MAX);
+    }
+
+    #[test]
+    fn a_copied_io_error_keeps_its_kind_address_and_text() {
+        let e = Error::Io {
+            addr: "b:9092".into(),
+            source: std::io::ErrorKind::ConnectionRefused.into(),
+        };
+        let c = copy_of(&e).unwrap();
+        assert_eq!(c.to_string(), e.to_string());
+        assert!(
+            matches!(&c, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused)
+        );
+        assert!(copy_of(&Error::Tls {
+            addr: "b".into(),
+            source: "x".into()
+        })
+        .is_none());
+    }
+}
