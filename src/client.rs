@@ -23,6 +23,7 @@ use crate::protocol::messages::{
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
 };
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, Uuid};
+use crate::retry::{self, retry, Step};
 use crate::KafkaCode;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -922,16 +923,19 @@ impl Client {
         what: &str,
         mut call: impl FnMut() -> Result<T>,
     ) -> Result<T> {
-        loop {
-            match call() {
+        let backoff = retry::Backoff::fixed(self.inner.retry_backoff);
+        retry(
+            deadline,
+            backoff,
+            || what.to_string(),
+            || match call() {
                 Err(e) if e.is_coordinator_transient() => {
                     log::debug!("{what}: {e}; retrying");
-                    let left = time_left(deadline, || what.to_string(), Some(e))?;
-                    std::thread::sleep(self.inner.retry_backoff.min(left));
+                    Ok(Step::Retry(e))
                 }
-                other => return other,
-            }
-        }
+                other => other.map(Step::Done),
+            },
+        )
     }
 
     /// One FindCoordinator attempt, without retries (for callers with their own loop, such as
@@ -966,20 +970,6 @@ impl Client {
             *cache = Arc::new(m);
         }
     }
-}
-
-/// What is left before `deadline`, or, once it has passed, the retries timeout naming `what`
-/// and keeping `last`, the error that was being retried.
-pub(crate) fn time_left(
-    deadline: Instant,
-    what: impl FnOnce() -> String,
-    last: Option<Error>,
-) -> Result<Duration> {
-    let now = Instant::now();
-    if now >= deadline {
-        return Err(Error::retries_timeout(what(), last));
-    }
-    Ok(deadline - now)
 }
 
 /// A Metadata request for `topics` (all for `None`) at `version`. v0 has no way to say "no
