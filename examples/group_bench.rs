@@ -56,10 +56,10 @@ fn static_member(client: &Client, group: &str, topic: &str, id: &str) -> Result<
     Ok(client
         .member(group)
         .group_instance_id(id)
-        .topics([topic])
+        .subscribe([topic])
         .session_timeout(Duration::from_secs(30))
         .heartbeat_interval(Duration::from_secs(3))
-        .rebalance_timeout(Duration::from_secs(60))
+        .max_poll_interval(Duration::from_secs(60))
         .build()?)
 }
 
@@ -139,7 +139,7 @@ fn dynamic(bootstrap: &str, groups: usize) -> Result<(), BoxError> {
         let t = Instant::now();
         let mut m = c
             .member(&format!("dyn-bench-{}-{i}", std::process::id()))
-            .topics([topic.as_str()])
+            .subscribe([topic.as_str()])
             .build()?;
         m.join(Duration::from_secs(60))?;
         samples.push(t.elapsed());

@@ -437,10 +437,10 @@ fn static_member(client: &Client, group: &str, topic: &str, id: &str) -> Result<
     Ok(client
         .member(group)
         .group_instance_id(id)
-        .topics([topic])
+        .subscribe([topic])
         .session_timeout(Duration::from_secs(30))
         .heartbeat_interval(Duration::from_secs(3))
-        .rebalance_timeout(Duration::from_secs(60))
+        .max_poll_interval(Duration::from_secs(60))
         .build()?)
 }
 

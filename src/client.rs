@@ -187,74 +187,77 @@ impl ClientBuilder {
         self
     }
 
-    /// `client.id`, sent with every request. Default `kafka-group`.
+    /// `client.id`, sent with every request. Default: `kafka-group`.
     pub fn client_id(mut self, id: impl Into<String>) -> Self {
         self.conn.client_id = Some(id.into());
         self
     }
 
-    /// `request.timeout.ms`: how long to wait for each response. Default 30 s; above zero and at
-    /// most `i32::MAX` ms (about 24.8 days), as Kafka's own config requires.
+    /// `request.timeout.ms`: how long to wait for each response; above zero and at most
+    /// `i32::MAX` ms (about 24.8 days), as Kafka's own config requires. Default: 30 s.
     pub fn request_timeout(mut self, t: Duration) -> Self {
         self.conn.request_timeout = t;
         self
     }
 
-    /// `socket.connection.setup.timeout.ms`: TCP connect timeout per address. Default 10 s; above
-    /// zero (any larger value, up to `Duration::MAX`, is bounded by the OS's own connect timeout).
+    /// `socket.connection.setup.timeout.ms`: TCP connect timeout per address; above zero (any
+    /// larger value, up to `Duration::MAX`, is bounded by the OS's own connect timeout).
+    /// Default: 10 s.
     pub fn connect_timeout(mut self, t: Duration) -> Self {
         self.conn.connect_timeout = t;
         self
     }
 
     /// `default.api.timeout.ms`: total time for operations that retry, such as finding a
-    /// coordinator. Default 60 s; above zero. `Duration::MAX` retries without a limit (each
-    /// request is still bounded by `request.timeout.ms`).
+    /// coordinator; above zero. `Duration::MAX` retries without a limit (each request is still
+    /// bounded by `request.timeout.ms`). Default: 60 s.
     pub fn api_timeout(mut self, t: Duration) -> Self {
         self.api_timeout = t;
         self
     }
 
-    /// `retry.backoff.ms`: pause between retries of a failed request. Default 100 ms; never
-    /// slept past the deadline of the call retrying.
+    /// `retry.backoff.ms`: pause between retries of a failed request; never slept past the
+    /// deadline of the call retrying. Members, consumers and producers made from this client
+    /// use it too, unless their own builder sets `retry_backoff`. Default: 100 ms.
     pub fn retry_backoff(mut self, t: Duration) -> Self {
         self.retry_backoff = t;
         self
     }
 
-    /// `reconnect.backoff.ms`: first pause before reconnecting to a broker. Default 50 ms.
+    /// `reconnect.backoff.ms`: first pause before reconnecting to a broker. Default: 50 ms.
     pub fn reconnect_backoff(mut self, t: Duration) -> Self {
         self.reconnect_backoff = t;
         self
     }
 
-    /// `reconnect.backoff.max.ms`: the reconnect pause doubles per failure up to this.
-    /// Default 1 s; at least `reconnect.backoff.ms`. A call whose deadline comes before the next
-    /// attempt fails at once instead of sleeping.
+    /// `reconnect.backoff.max.ms`: the reconnect pause doubles per failure up to this; at
+    /// least `reconnect.backoff.ms`. A call whose deadline comes before the next attempt fails
+    /// at once instead of sleeping. Default: 1 s.
     pub fn reconnect_backoff_max(mut self, t: Duration) -> Self {
         self.reconnect_backoff_max = t;
         self
     }
 
     /// Largest response frame accepted, in bytes (no Kafka property; guards against garbage
-    /// lengths such as a TLS port's answer). Default 100 MiB.
+    /// lengths such as a TLS port's answer); at least 1024. Default: 100 MiB.
     pub fn max_response_size(mut self, bytes: usize) -> Self {
         self.conn.max_response_size = bytes;
         self
     }
 
-    /// Pins `api` to at most `version` (for working around broker bugs). Default: no cap.
+    /// Pins `api` to at most `version` (no Kafka property; for working around broker bugs).
+    /// Default: no cap.
     pub fn max_api_version(mut self, api: ApiKey, version: i16) -> Self {
         self.conn.version_caps.insert(api.key(), version);
         self
     }
 
     /// `security.protocol`: how every connection of the client (bootstrap, metadata, the
-    /// coordinator, heartbeats, fetches, produce, admin) talks to the brokers. Default
-    /// [`SecurityProtocol::Plaintext`]. With `Ssl` or `SaslSsl`, connections use TLS 1.2 or 1.3
-    /// (rustls), verifying the broker's certificate against the system's trust store or
-    /// `ssl.ca.location`, and its host name unless
-    /// `ssl.endpoint.identification.algorithm` is `none`.
+    /// coordinator, heartbeats, fetches, produce, admin) talks to the brokers. With `Ssl` or
+    /// `SaslSsl`, connections use TLS 1.2 or 1.3 (rustls), verifying the broker's certificate
+    /// against the system's trust store or `ssl.ca.location`, and its host name unless
+    /// `ssl.endpoint.identification.algorithm` is `none`. Default:
+    /// [`SecurityProtocol::Plaintext`].
     pub fn security_protocol(mut self, p: SecurityProtocol) -> Self {
         self.security_protocol = p;
         self
@@ -291,8 +294,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Trusts the root certificates compiled into the crate (Mozilla's, from `webpki-roots`;
-    /// Cargo feature `bundled-roots`) instead of the system's trust store, for machines that
+    /// Trusts the root certificates compiled into the crate (no Kafka property; Mozilla's, from
+    /// `webpki-roots`, Cargo feature `bundled-roots`) instead of the system's trust store, for machines that
     /// have none (a scratch container). `ssl.ca.location`, when set, still takes precedence.
     /// Without the feature, `build()` returns [`Error::Config`]. Default: `false`, the system's
     /// store.
@@ -301,15 +304,17 @@ impl ClientBuilder {
         self
     }
 
-    /// `ssl.endpoint.identification.algorithm`: [`EndpointIdentification::Https`] (default)
-    /// checks that the broker's certificate names the host connected to (the bootstrap address,
-    /// then each broker's advertised host); `None` skips only that check.
+    /// `ssl.endpoint.identification.algorithm`: [`EndpointIdentification::Https`] checks that
+    /// the broker's certificate names the host connected to (the bootstrap address, then each
+    /// broker's advertised host); `None` skips only that check. Default:
+    /// [`EndpointIdentification::Https`].
     pub fn ssl_endpoint_identification_algorithm(mut self, a: EndpointIdentification) -> Self {
         self.tls.endpoint_identification = a;
         self
     }
 
-    /// The SASL mechanism with its credentials, for `security.protocol` SASL_SSL or
+    /// `sasl.mechanism` with its credentials (`sasl.username`, `sasl.password`, or for
+    /// OAUTHBEARER the token source), for `security.protocol` SASL_SSL or
     /// SASL_PLAINTEXT: `Mechanism::Plain`, `ScramSha256`, `ScramSha512` (username and
     /// password) or `OAuthBearer` (a [`TokenProvider`](crate::net::sasl::TokenProvider) the
     /// application implements, asked for a token before each authentication). Default: none.

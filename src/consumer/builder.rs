@@ -1,164 +1,96 @@
-//! [`ConsumerBuilder`]: the consumer's settings, each named after its Kafka property.
+//! [`ConsumerBuilder`]: one setter per Kafka consumer property over a [`ConsumerConfig`]
+//! (which embeds the member's), checked in [`build`](ConsumerBuilder::build) before any network
+//! call.
 
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
 use super::fetcher::Fetcher;
 use super::positions::Positions;
 use super::Consumer;
 use crate::client::Client;
-use crate::error::{Error, Result};
-use crate::group::{Assignor, MemberBuilder, OldBrokerPolicy};
+use crate::error::Result;
+use crate::group::{member_setters, MemberBuilder, MemberConfig};
 use crate::records::DecodeLimits;
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Builds a [`Consumer`]; every setter names the Kafka consumer property it mirrors and its
-/// default. Membership settings are those of [`MemberBuilder`]; the common ones are forwarded,
-/// the rest are reachable through [`configure_member`](Self::configure_member).
+/// default. The membership setters are the same as [`MemberBuilder`]'s. Start with
+/// [`Client::consumer`].
 #[derive(Debug, Clone)]
 pub struct ConsumerBuilder {
     client: Client,
-    member: MemberBuilder,
-    topics: Vec<String>,
     config: ConsumerConfig,
 }
 
 impl ConsumerBuilder {
     pub(super) fn new(client: Client, group_id: &str) -> Self {
         ConsumerBuilder {
-            member: client.member(group_id),
             client,
-            topics: Vec::new(),
-            config: ConsumerConfig::default(),
+            config: ConsumerConfig {
+                member: MemberConfig::new(group_id),
+                ..ConsumerConfig::default()
+            },
         }
     }
 
-    /// The topics to consume (`subscribe()` in Kafka's client). Required; at least one, each a
-    /// valid Kafka topic name (1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`).
-    pub fn subscribe<I, S>(mut self, topics: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.topics = topics.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// `group.instance.id`: makes the consumer a static member (KIP-345). Default: none.
-    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
-        self.member = self.member.group_instance_id(id);
-        self
-    }
-
-    /// `session.timeout.ms`. Default 45 s; above zero, at most `i32::MAX` ms.
-    pub fn session_timeout(mut self, t: Duration) -> Self {
-        self.member = self.member.session_timeout(t);
-        self
-    }
-
-    /// `heartbeat.interval.ms`. Default 3 s; above zero and below `session.timeout.ms`.
-    pub fn heartbeat_interval(mut self, t: Duration) -> Self {
-        self.member = self.member.heartbeat_interval(t);
-        self
-    }
-
-    /// The bound on [`Consumer::close`](super::Consumer::close) and drop: the final
-    /// auto-commit, stopping the heartbeat thread and, for a dynamic member, LeaveGroup (Java's
-    /// `close(Duration)`). Default 30 s.
-    pub fn close_timeout(mut self, t: Duration) -> Self {
-        self.member = self.member.close_timeout(t);
-        self
-    }
-
-    /// `max.poll.interval.ms`, sent as the rebalance timeout: how long the group waits for this
-    /// consumer to rejoin (poll again) after a rebalance starts. Default 300 s; above zero, at
-    /// most `i32::MAX` ms.
-    pub fn max_poll_interval(mut self, t: Duration) -> Self {
-        self.member = self.member.rebalance_timeout(t);
-        self
-    }
-
-    /// `partition.assignment.strategy`, in preference order. Default `[range]`.
-    pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
-        self.member = self.member.assignors(assignors);
-        self
-    }
-
-    /// `client.rack`, for rack-aware assignors. Default: none.
-    pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
-        self.member = self.member.client_rack(rack);
-        self
-    }
-
-    /// What to do on brokers too old for static membership. Default
-    /// [`OldBrokerPolicy::Error`].
-    pub fn old_broker_policy(mut self, p: OldBrokerPolicy) -> Self {
-        self.member = self.member.old_broker_policy(p);
-        self
-    }
-
-    /// Any other membership setting, e.g. `|m| m.metadata_max_age(d)`. The subscription is
-    /// always the one given to [`subscribe`](Self::subscribe).
-    pub fn configure_member(mut self, f: impl FnOnce(MemberBuilder) -> MemberBuilder) -> Self {
-        self.member = f(self.member);
-        self
-    }
+    member_setters!(config.member);
 
     /// `auto.offset.reset`: where a partition without a committed offset, or with an offset
-    /// outside the log, starts. Default [`OffsetReset::Latest`].
+    /// outside the log, starts. Default: [`OffsetReset::Latest`].
     pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
         self.config.auto_offset_reset = reset;
         self
     }
 
     /// `enable.auto.commit`: commit positions every `auto.commit.interval.ms` inside `poll`,
-    /// before a revocation and on close. Default `true` (as Kafka's Java client).
+    /// before a revocation and on close. Default: `true` (as Kafka's Java client).
     pub fn enable_auto_commit(mut self, on: bool) -> Self {
         self.config.enable_auto_commit = on;
         self
     }
 
-    /// `auto.commit.interval.ms`. Default 5 s; above zero when auto-commit is on, and at most
-    /// `i32::MAX` ms (about 24.8 days), as in Kafka.
+    /// `auto.commit.interval.ms`: above zero when auto-commit is on, and at most `i32::MAX` ms
+    /// (about 24.8 days), as in Kafka. Default: 5 s.
     pub fn auto_commit_interval(mut self, t: Duration) -> Self {
         self.config.auto_commit_interval = t;
         self
     }
 
-    /// `max.poll.records`: most records one `poll` returns. Default 500.
+    /// `max.poll.records`: most records one `poll` returns; at least 1. Default: 500.
     pub fn max_poll_records(mut self, n: usize) -> Self {
         self.config.max_poll_records = n;
         self
     }
 
     /// `fetch.min.bytes`: the broker holds a fetch until this much data is there (or
-    /// `fetch.max.wait.ms` passes). Default 1.
+    /// `fetch.max.wait.ms` passes); not negative. Default: 1.
     pub fn fetch_min_bytes(mut self, bytes: i32) -> Self {
         self.config.fetch_min_bytes = bytes;
         self
     }
 
     /// `fetch.max.bytes`: most data one fetch returns (Fetch v3+; a first batch larger than
-    /// this is still returned, so the consumer makes progress). Default 50 MiB.
+    /// this is still returned, so the consumer makes progress); above zero. Default: 50 MiB.
     pub fn fetch_max_bytes(mut self, bytes: i32) -> Self {
         self.config.fetch_max_bytes = bytes;
         self
     }
 
     /// `fetch.max.wait.ms`: how long the broker may hold a fetch waiting for
-    /// `fetch.min.bytes`. Default 500 ms; at most `i32::MAX` ms (it is an int32 on the wire).
+    /// `fetch.min.bytes`; at most `i32::MAX` ms (it is an int32 on the wire). Default: 500 ms.
     pub fn fetch_max_wait(mut self, t: Duration) -> Self {
         self.config.fetch_max_wait = t;
         self
     }
 
-    /// `max.partition.fetch.bytes`: most data per partition per fetch. Default 1 MiB.
+    /// `max.partition.fetch.bytes`: most data per partition per fetch; above zero. Default: 1 MiB.
     pub fn max_partition_fetch_bytes(mut self, bytes: i32) -> Self {
         self.config.max_partition_fetch_bytes = bytes;
         self
     }
 
-    /// `isolation.level`. Default [`IsolationLevel::ReadUncommitted`].
+    /// `isolation.level`: whether records of open and aborted transactions are returned.
+    /// Default: [`IsolationLevel::ReadUncommitted`].
     pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
         self.config.isolation_level = level;
         self
@@ -168,17 +100,7 @@ impl ConsumerBuilder {
     /// starts idle). No network call is made; the first [`Consumer::poll`] joins the group.
     pub fn build(self) -> Result<Consumer> {
         self.config.validate()?;
-        if self.topics.is_empty() {
-            return Err(Error::Config {
-                property: "subscribe",
-                problem: "at least one topic is needed".into(),
-            });
-        }
-        // A name no topic can have would be subscribed to and silently assign nothing.
-        for t in &self.topics {
-            crate::names::check_topic("subscribe", t)?;
-        }
-        let member = self.member.topics(self.topics).build()?;
+        let member = MemberBuilder::with_config(self.client.clone(), self.config.member.clone()).build()?;
         Ok(Consumer {
             client: self.client,
             member,
@@ -196,8 +118,66 @@ impl ConsumerBuilder {
 }
 
 impl Client {
-    /// Starts building a consumer in group `group_id`.
+    /// Starts building a consumer in group `group_id` (`group.id`: required, not empty).
     pub fn consumer(&self, group_id: &str) -> ConsumerBuilder {
         ConsumerBuilder::new(self.clone(), group_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::{OldBrokerPolicy, RoundRobinAssignor};
+    use std::sync::Arc;
+
+    fn client() -> Client {
+        Client::builder()
+            .bootstrap_servers("localhost:1")
+            .retry_backoff(Duration::from_millis(7))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn retry_backoff_is_the_clients_unless_set_on_the_consumer() {
+        let c = client();
+        let b = c.consumer("g");
+        assert_eq!(b.config.member.retry_backoff(&c), Duration::from_millis(7));
+        let b = b.retry_backoff(Duration::from_millis(250));
+        assert_eq!(b.config.member.retry_backoff(&c), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn every_membership_setter_sets_the_embedded_member_config() {
+        let b = client()
+            .consumer("g")
+            .group_instance_id("w-1")
+            .subscribe(["a", "b"])
+            .session_timeout(Duration::from_secs(10))
+            .heartbeat_interval(Duration::from_secs(2))
+            .max_poll_interval(Duration::from_secs(20))
+            .retry_backoff(Duration::from_secs(1))
+            .metadata_max_age(Duration::from_secs(30))
+            .assignors(vec![Arc::new(RoundRobinAssignor)])
+            .client_rack("r1")
+            .close_timeout(Duration::from_secs(5))
+            .old_broker_policy(OldBrokerPolicy::FallBackToDynamic)
+            .max_poll_records(7);
+        let m = &b.config.member;
+        assert_eq!(m.group_id, "g");
+        assert_eq!(m.group_instance_id.as_deref(), Some("w-1"));
+        assert_eq!(m.topics, ["a", "b"]);
+        assert_eq!(m.session_timeout, Duration::from_secs(10));
+        assert_eq!(m.heartbeat_interval, Duration::from_secs(2));
+        assert_eq!(m.max_poll_interval, Duration::from_secs(20));
+        assert_eq!(m.retry_backoff, Some(Duration::from_secs(1)));
+        assert_eq!(m.metadata_max_age, Duration::from_secs(30));
+        assert_eq!(m.assignors[0].name(), "roundrobin");
+        assert_eq!(m.client_rack.as_deref(), Some("r1"));
+        assert_eq!(m.close_timeout, Duration::from_secs(5));
+        assert_eq!(m.old_broker_policy, OldBrokerPolicy::FallBackToDynamic);
+        assert_eq!(b.config.max_poll_records, 7);
+        let consumer = b.build().unwrap();
+        assert_eq!(consumer.subscription(), ["a".to_string(), "b".to_string()]);
     }
 }

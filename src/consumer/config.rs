@@ -1,9 +1,8 @@
-//! Consumer settings (everything but group membership, which [`MemberBuilder`] owns), validated
-//! before any network call.
-//!
-//! [`MemberBuilder`]: crate::group::MemberBuilder
+//! Consumer settings: the member's (`group::MemberConfig`) plus fetching and committing, with
+//! Kafka's defaults, validated before any network call.
 
 use crate::error::{Error, Result};
+use crate::group::MemberConfig;
 use std::time::Duration;
 
 /// `auto.offset.reset`: where to start a partition that has no committed offset, or whose
@@ -55,10 +54,12 @@ impl IsolationLevel {
     }
 }
 
-/// A consumer's fetch and commit settings; see [`ConsumerBuilder`](super::ConsumerBuilder) for
-/// each one's Kafka property and default.
+/// A consumer's settings; see [`ConsumerBuilder`](super::ConsumerBuilder) for each one's Kafka
+/// property and default.
 #[derive(Debug, Clone)]
 pub(crate) struct ConsumerConfig {
+    /// Group membership: the consumer's member is built from this.
+    pub member: MemberConfig,
     pub auto_offset_reset: OffsetReset,
     pub enable_auto_commit: bool,
     pub auto_commit_interval: Duration,
@@ -71,9 +72,11 @@ pub(crate) struct ConsumerConfig {
 }
 
 impl Default for ConsumerConfig {
-    /// The Java consumer's defaults.
+    /// The Java consumer's defaults (`retry.backoff.ms` left to the client; `group.id` empty,
+    /// which [`validate`](Self::validate) refuses).
     fn default() -> Self {
         ConsumerConfig {
+            member: MemberConfig::default(),
             auto_offset_reset: OffsetReset::Latest,
             enable_auto_commit: true,
             auto_commit_interval: Duration::from_millis(5_000),
@@ -88,7 +91,7 @@ impl Default for ConsumerConfig {
 }
 
 impl ConsumerConfig {
-    /// Checks every setting against the ranges Kafka's client accepts.
+    /// Checks every setting against the ranges Kafka's client accepts, the member's included.
     pub fn validate(&self) -> Result<()> {
         let err = |property: &'static str, problem: String| Err(Error::Config { property, problem });
         if self.max_poll_records == 0 {
@@ -117,7 +120,11 @@ impl ConsumerConfig {
                 "must be greater than zero when enable.auto.commit is on".into(),
             );
         }
-        Ok(())
+        // A member may wait without topics; a consumer would only ever poll nothing.
+        if self.member.topics.is_empty() {
+            return err("subscribe", "at least one topic is needed".into());
+        }
+        self.member.validate()
     }
 }
 
@@ -132,9 +139,20 @@ mod tests {
         }
     }
 
+    /// The defaults, in group `g` subscribed to `t` (the two settings without a default).
+    fn valid() -> ConsumerConfig {
+        ConsumerConfig {
+            member: MemberConfig {
+                topics: vec!["t".into()],
+                ..MemberConfig::new("g")
+            },
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn defaults_are_javas_and_valid() {
-        let c = ConsumerConfig::default();
+        let c = valid();
         c.validate().unwrap();
         assert_eq!(c.auto_offset_reset, OffsetReset::Latest);
         assert!(c.enable_auto_commit);
@@ -143,38 +161,55 @@ mod tests {
         assert_eq!(c.fetch_max_bytes, 52_428_800);
         assert_eq!(c.max_partition_fetch_bytes, 1_048_576);
         assert_eq!(c.fetch_max_wait, Duration::from_millis(500));
+        assert_eq!(c.member.retry_backoff, None, "inherits the client's");
+    }
+
+    #[test]
+    fn the_subscription_and_the_members_settings_are_checked_too() {
+        let mut c = valid();
+        c.member.topics.clear();
+        assert_eq!(property(c.validate().unwrap_err()), "subscribe");
+        c = valid();
+        c.member.topics.push("bad topic!".into());
+        assert_eq!(property(c.validate().unwrap_err()), "subscribe");
+        c = valid();
+        c.member.max_poll_interval = Duration::ZERO;
+        assert_eq!(property(c.validate().unwrap_err()), "max.poll.interval.ms");
+        c = valid();
+        c.member.group_id.clear();
+        assert_eq!(property(c.validate().unwrap_err()), "group.id");
     }
 
     #[test]
     fn bad_values_name_their_property() {
         let mut c = ConsumerConfig {
             max_poll_records: 0,
-            ..Default::default()
+            ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "max.poll.records");
         c = ConsumerConfig {
             fetch_max_bytes: 0,
-            ..Default::default()
+            ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "fetch.max.bytes");
         c = ConsumerConfig {
             fetch_min_bytes: -1,
-            ..Default::default()
+            ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "fetch.min.bytes");
         c = ConsumerConfig {
             max_partition_fetch_bytes: -5,
-            ..Default::default()
+            ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "max.partition.fetch.bytes");
         c = ConsumerConfig {
             fetch_max_wait: Duration::from_secs(u64::MAX / 4),
-            ..Default::default()
+            ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "fetch.max.wait.ms");
         c = ConsumerConfig {
             auto_commit_interval: Duration::ZERO,
-            ..Default::default()
+            ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "auto.commit.interval.ms");
         c.enable_auto_commit = false;

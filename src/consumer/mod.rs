@@ -943,7 +943,7 @@ mod tests {
         let c = client()
             .consumer("g")
             .subscribe(["t"])
-            .configure_member(|m| m.metadata_max_age(Duration::from_secs(1)))
+            .metadata_max_age(Duration::from_secs(1))
             .build()
             .unwrap();
         assert_eq!(c.subscription(), ["t".to_string()]);
@@ -973,7 +973,8 @@ mod tests {
         );
         // Settings Kafka types as long saturate instead.
         assert!(sub("t")
-            .configure_member(|m| m.metadata_max_age(Duration::MAX).retry_backoff(Duration::MAX))
+            .metadata_max_age(Duration::MAX)
+            .retry_backoff(Duration::MAX)
             .build()
             .is_ok());
     }

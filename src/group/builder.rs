@@ -1,15 +1,120 @@
-//! [`MemberBuilder`]: a [`GroupMember`]'s configuration, one setter per Kafka consumer
-//! property.
+//! [`MemberBuilder`]: one setter per Kafka consumer property over a [`MemberConfig`], checked
+//! in [`build`](MemberBuilder::build) before any network call. The membership setters are
+//! written once ([`member_setters`]) and shared with
+//! [`ConsumerBuilder`](crate::ConsumerBuilder), whose config embeds a member's.
 
-use super::assignor::Assignor;
-use super::config::{MemberConfig, OldBrokerPolicy};
+use super::config::MemberConfig;
 use super::member::GroupMember;
 use crate::client::Client;
 use crate::error::Result;
-use std::sync::Arc;
-use std::time::Duration;
 
-/// Builds a [`GroupMember`]; each setter names the Kafka consumer property and its default.
+/// The membership setters, for a builder whose [`MemberConfig`] is at `self.$path`: the same
+/// names and docs on [`MemberBuilder`] and [`ConsumerBuilder`](crate::ConsumerBuilder), each a
+/// one-line assignment, so that the two cannot drift apart.
+macro_rules! member_setters {
+    ($($path:ident).+) => {
+        /// `group.instance.id`: makes this a static member (KIP-345); 1 to 249 characters of
+        /// `[a-zA-Z0-9._-]`, not `.` or `..`. Default: none (a dynamic member).
+        pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
+            self.$($path).+.group_instance_id = Some(id.into());
+            self
+        }
+
+        /// The topics to subscribe to (Kafka's `subscribe()`; no property), each a valid
+        /// Kafka topic name (1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`).
+        /// Default: none; a consumer needs at least one.
+        pub fn subscribe<I, S>(mut self, topics: I) -> Self
+        where
+            I: IntoIterator<Item = S>,
+            S: Into<String>,
+        {
+            self.$($path).+.topics = topics.into_iter().map(Into::into).collect();
+            self
+        }
+
+        /// `session.timeout.ms`: how long the coordinator waits for a heartbeat before
+        /// evicting the member; above zero, at most `i32::MAX` ms, and within the broker's
+        /// `group.min/max.session.timeout.ms`. Default: 45 s.
+        pub fn session_timeout(mut self, t: std::time::Duration) -> Self {
+            self.$($path).+.session_timeout = t;
+            self
+        }
+
+        /// `heartbeat.interval.ms`: time between heartbeats; above zero and below
+        /// `session.timeout.ms` (a third of it is usual). Default: 3 s.
+        pub fn heartbeat_interval(mut self, t: std::time::Duration) -> Self {
+            self.$($path).+.heartbeat_interval = t;
+            self
+        }
+
+        /// `max.poll.interval.ms`, sent as JoinGroup's rebalance timeout: how long the group
+        /// waits for each member to rejoin (a consumer: to poll again) once a rebalance
+        /// starts; above zero, at most `i32::MAX` ms. Default: 300 s.
+        pub fn max_poll_interval(mut self, t: std::time::Duration) -> Self {
+            self.$($path).+.max_poll_interval = t;
+            self
+        }
+
+        /// `retry.backoff.ms`: pause before retrying a failed group request (coordinator
+        /// lookup, join, heartbeat after an error); never slept past the caller's deadline.
+        /// Default: the client's
+        /// ([`ClientBuilder::retry_backoff`](crate::ClientBuilder::retry_backoff), 100 ms
+        /// unless set there).
+        pub fn retry_backoff(mut self, t: std::time::Duration) -> Self {
+            self.$($path).+.retry_backoff = Some(t);
+            self
+        }
+
+        /// `metadata.max.age.ms`: how often the leader re-checks the subscribed topics for
+        /// partition changes (`Duration::MAX`: never by age). A restarted static leader told
+        /// to keep the group's assignment (KIP-814) does not wait for this: it checks at once
+        /// that the assignment covers every partition (see
+        /// [`GroupMember`](crate::group::GroupMember)). Default: 300 s.
+        pub fn metadata_max_age(mut self, t: std::time::Duration) -> Self {
+            self.$($path).+.metadata_max_age = t;
+            self
+        }
+
+        /// `partition.assignment.strategy`, in preference order; at least one, names
+        /// distinct. Default: `[range]`
+        /// ([`RangeAssignor`](crate::group::RangeAssignor)).
+        pub fn assignors(
+            mut self,
+            assignors: Vec<std::sync::Arc<dyn crate::group::Assignor>>,
+        ) -> Self {
+            self.$($path).+.assignors = assignors;
+            self
+        }
+
+        /// `client.rack`, sent in the subscription for rack-aware assignors. Default: none.
+        pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
+            self.$($path).+.client_rack = Some(rack.into());
+            self
+        }
+
+        /// How long `close` (and drop) of the member or consumer may take at most: a
+        /// consumer's final auto-commit, stopping the heartbeat thread (a heartbeat in flight
+        /// is cut off) and, for a dynamic member, sending LeaveGroup; a static member's close
+        /// sends nothing and is quick. Like the Java consumer's `close(Duration)` (no
+        /// property). Default: 30 s, as there.
+        pub fn close_timeout(mut self, t: std::time::Duration) -> Self {
+            self.$($path).+.close_timeout = t;
+            self
+        }
+
+        /// What to do on brokers older than 2.3, which lack static membership (no Kafka
+        /// property). Default:
+        /// [`OldBrokerPolicy::Error`](crate::group::OldBrokerPolicy::Error).
+        pub fn old_broker_policy(mut self, p: crate::group::OldBrokerPolicy) -> Self {
+            self.$($path).+.old_broker_policy = p;
+            self
+        }
+    };
+}
+pub(crate) use member_setters;
+
+/// Builds a [`GroupMember`]; each setter names the Kafka consumer property it mirrors and its
+/// default. Start with [`Client::member`].
 #[derive(Debug, Clone)]
 pub struct MemberBuilder {
     client: Client,
@@ -17,94 +122,12 @@ pub struct MemberBuilder {
 }
 
 impl MemberBuilder {
-    pub(crate) fn new(client: Client, group_id: &str) -> Self {
-        MemberBuilder {
-            client,
-            config: MemberConfig::new(group_id),
-        }
+    /// A builder over `config` as it is (the consumer's, already filled in).
+    pub(crate) fn with_config(client: Client, config: MemberConfig) -> Self {
+        MemberBuilder { client, config }
     }
 
-    /// `group.instance.id`: makes this a static member (KIP-345). Default: none (dynamic).
-    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
-        self.config.group_instance_id = Some(id.into());
-        self
-    }
-
-    /// `session.timeout.ms`: how long the coordinator waits for a heartbeat before evicting
-    /// the member. Default 45 s; above zero and at most `i32::MAX` ms. Must lie within the
-    /// broker's `group.min/max.session.timeout.ms`.
-    pub fn session_timeout(mut self, t: Duration) -> Self {
-        self.config.session_timeout = t;
-        self
-    }
-
-    /// `heartbeat.interval.ms`: time between heartbeats; above zero and below the session
-    /// timeout (a third of it is usual). Default 3 s.
-    pub fn heartbeat_interval(mut self, t: Duration) -> Self {
-        self.config.heartbeat_interval = t;
-        self
-    }
-
-    /// `max.poll.interval.ms`: sent as the rebalance timeout, the time each member has to
-    /// rejoin during a rebalance. Default 300 s; above zero and at most `i32::MAX` ms.
-    pub fn rebalance_timeout(mut self, t: Duration) -> Self {
-        self.config.rebalance_timeout = t;
-        self
-    }
-
-    /// `retry.backoff.ms`: pause before retrying a failed group request. Default 100 ms.
-    pub fn retry_backoff(mut self, t: Duration) -> Self {
-        self.config.retry_backoff = t;
-        self
-    }
-
-    /// `metadata.max.age.ms`: how often the leader re-checks the subscribed topics for
-    /// partition changes. Default 300 s. A restarted static leader told to keep the group's
-    /// assignment (KIP-814) does not wait for this: it checks at once that the assignment
-    /// covers every partition (see [`GroupMember`]).
-    pub fn metadata_max_age(mut self, t: Duration) -> Self {
-        self.config.metadata_max_age = t;
-        self
-    }
-
-    /// `partition.assignment.strategy`, in preference order. Default `[range]`.
-    pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
-        self.config.assignors = assignors;
-        self
-    }
-
-    /// The topics to subscribe to, each a valid Kafka topic name (1 to 249 characters of
-    /// `[a-zA-Z0-9._-]`, not `.` or `..`). Default: none.
-    pub fn topics<I, S>(mut self, topics: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.config.topics = topics.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// `client.rack`, sent in the subscription for rack-aware assignors. Default: none.
-    pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
-        self.config.client_rack = Some(rack.into());
-        self
-    }
-
-    /// How long [`GroupMember::close`] (and drop) may take at most: stopping the heartbeat
-    /// thread (a heartbeat in flight is cut off) and, for a dynamic member, sending LeaveGroup.
-    /// A static member's close sends nothing and is quick. Like the Java consumer's
-    /// `close(Duration)`; default 30 s, as there.
-    pub fn close_timeout(mut self, t: Duration) -> Self {
-        self.config.close_timeout = t;
-        self
-    }
-
-    /// What to do on brokers older than 2.3, which lack static membership. Default
-    /// [`OldBrokerPolicy::Error`].
-    pub fn old_broker_policy(mut self, p: OldBrokerPolicy) -> Self {
-        self.config.old_broker_policy = p;
-        self
-    }
+    member_setters!(config);
 
     /// Validates the configuration and starts the member's heartbeat thread (idle until the
     /// first join). No network call is made.
@@ -115,8 +138,68 @@ impl MemberBuilder {
 }
 
 impl Client {
-    /// Starts building a member of consumer group `group_id`.
+    /// Starts building a member of consumer group `group_id` (`group.id`: required, not
+    /// empty).
     pub fn member(&self, group_id: &str) -> MemberBuilder {
-        MemberBuilder::new(self.clone(), group_id)
+        MemberBuilder::with_config(self.clone(), MemberConfig::new(group_id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn client(retry_backoff: Duration) -> Client {
+        Client::builder()
+            .bootstrap_servers("localhost:1")
+            .retry_backoff(retry_backoff)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn retry_backoff_is_the_clients_unless_set_on_the_member() {
+        let c = client(Duration::from_millis(7));
+        let b = c.member("g");
+        assert_eq!(b.config.retry_backoff, None);
+        assert_eq!(b.config.retry_backoff(&c), Duration::from_millis(7));
+        let b = b.retry_backoff(Duration::from_millis(250));
+        assert_eq!(b.config.retry_backoff(&c), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn each_setter_sets_its_field() {
+        let c = client(Duration::from_millis(100));
+        let b = c
+            .member("g")
+            .group_instance_id("w-1")
+            .subscribe(["a", "b"])
+            .session_timeout(Duration::from_secs(10))
+            .heartbeat_interval(Duration::from_secs(2))
+            .max_poll_interval(Duration::from_secs(20))
+            .metadata_max_age(Duration::from_secs(30))
+            .assignors(vec![Arc::new(crate::group::RoundRobinAssignor)])
+            .client_rack("r1")
+            .close_timeout(Duration::from_secs(5))
+            .old_broker_policy(crate::group::OldBrokerPolicy::FallBackToDynamic);
+        let m = &b.config;
+        assert_eq!(m.group_id, "g");
+        assert_eq!(m.group_instance_id.as_deref(), Some("w-1"));
+        assert_eq!(m.topics, ["a", "b"]);
+        assert_eq!(m.session_timeout, Duration::from_secs(10));
+        assert_eq!(m.heartbeat_interval, Duration::from_secs(2));
+        assert_eq!(m.max_poll_interval, Duration::from_secs(20));
+        assert_eq!(m.metadata_max_age, Duration::from_secs(30));
+        assert_eq!(m.assignors.len(), 1);
+        assert_eq!(m.assignors[0].name(), "roundrobin");
+        assert_eq!(m.client_rack.as_deref(), Some("r1"));
+        assert_eq!(m.close_timeout, Duration::from_secs(5));
+        assert_eq!(
+            m.old_broker_policy,
+            crate::group::OldBrokerPolicy::FallBackToDynamic
+        );
+        b.build().unwrap();
     }
 }

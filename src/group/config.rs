@@ -1,6 +1,7 @@
 //! Member configuration, validated before any network call.
 
 use super::assignor::{Assignor, RangeAssignor};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,9 +19,10 @@ pub enum OldBrokerPolicy {
 }
 
 /// A member's settings; see [`MemberBuilder`](super::MemberBuilder) for each one's Kafka
-/// property and default.
+/// property and default. Crate-private: users configure a member through `MemberBuilder` (or
+/// `ConsumerBuilder`, whose config embeds this one), so a new setting never breaks them.
 #[derive(Debug, Clone)]
-pub struct MemberConfig {
+pub(crate) struct MemberConfig {
     /// `group.id`.
     pub group_id: String,
     /// `group.instance.id`; `Some` makes a static member.
@@ -29,15 +31,16 @@ pub struct MemberConfig {
     pub session_timeout: Duration,
     /// `heartbeat.interval.ms`.
     pub heartbeat_interval: Duration,
-    /// `max.poll.interval.ms`, sent as the rebalance timeout.
-    pub rebalance_timeout: Duration,
-    /// `retry.backoff.ms`.
-    pub retry_backoff: Duration,
+    /// `max.poll.interval.ms`, sent as JoinGroup's rebalance timeout.
+    pub max_poll_interval: Duration,
+    /// `retry.backoff.ms`; `None`: the client's, so that one setting serves every part of the
+    /// client unless the member is told otherwise (read it with [`Self::retry_backoff`]).
+    pub retry_backoff: Option<Duration>,
     /// `metadata.max.age.ms`: how often the leader re-checks subscribed topics.
     pub metadata_max_age: Duration,
     /// `partition.assignment.strategy`, in preference order.
     pub assignors: Vec<Arc<dyn Assignor>>,
-    /// Subscribed topics.
+    /// The subscription (`subscribe()`).
     pub topics: Vec<String>,
     /// `client.rack`, sent in the subscription.
     pub client_rack: Option<String>,
@@ -48,16 +51,17 @@ pub struct MemberConfig {
     pub close_timeout: Duration,
 }
 
-impl MemberConfig {
-    /// Defaults of the Java consumer for everything but the group id.
-    pub fn new(group_id: impl Into<String>) -> Self {
+impl Default for MemberConfig {
+    /// The Java consumer's defaults (`retry.backoff.ms` left to the client); `group.id` is
+    /// empty, which [`validate`](Self::validate) refuses.
+    fn default() -> Self {
         MemberConfig {
-            group_id: group_id.into(),
+            group_id: String::new(),
             group_instance_id: None,
             session_timeout: Duration::from_millis(45_000),
             heartbeat_interval: Duration::from_millis(3_000),
-            rebalance_timeout: Duration::from_millis(300_000),
-            retry_backoff: Duration::from_millis(100),
+            max_poll_interval: Duration::from_millis(300_000),
+            retry_backoff: None,
             metadata_max_age: Duration::from_millis(300_000),
             assignors: vec![Arc::new(RangeAssignor)],
             topics: Vec::new(),
@@ -65,6 +69,21 @@ impl MemberConfig {
             old_broker_policy: OldBrokerPolicy::Error,
             close_timeout: Duration::from_secs(30),
         }
+    }
+}
+
+impl MemberConfig {
+    /// The defaults, in group `group_id` (the one setting without a default).
+    pub fn new(group_id: impl Into<String>) -> Self {
+        MemberConfig {
+            group_id: group_id.into(),
+            ..Default::default()
+        }
+    }
+
+    /// This member's `retry.backoff.ms`: its own if set, else `client`'s.
+    pub fn retry_backoff(&self, client: &Client) -> Duration {
+        self.retry_backoff.unwrap_or_else(|| client.retry_backoff())
     }
 
     /// Checks every setting the way Kafka's client and broker would, so that mistakes surface
@@ -94,10 +113,10 @@ impl MemberConfig {
                 ),
             );
         }
-        if self.rebalance_timeout.is_zero() || ms(self.rebalance_timeout) > i32::MAX as u128 {
+        if self.max_poll_interval.is_zero() || ms(self.max_poll_interval) > i32::MAX as u128 {
             return err(
                 "max.poll.interval.ms",
-                format!("{} ms is out of range", ms(self.rebalance_timeout)),
+                format!("{} ms is out of range", ms(self.max_poll_interval)),
             );
         }
         if self.assignors.is_empty() {
@@ -115,9 +134,9 @@ impl MemberConfig {
             );
         }
         // A name the broker cannot have would otherwise be subscribed to and silently match
-        // nothing.
+        // nothing. Named after the setter: the subscription is no Kafka property.
         for t in &self.topics {
-            crate::names::check_topic("topics", t)?;
+            crate::names::check_topic("subscribe", t)?;
         }
         Ok(())
     }
@@ -125,7 +144,7 @@ impl MemberConfig {
 
 /// Kafka's rule for `group.instance.id` (and topic names): 1 to 249 characters of
 /// `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_instance_id(id: &str) -> Result<()> {
+fn validate_instance_id(id: &str) -> Result<()> {
     crate::names::check("group.instance.id", id)
 }
 
@@ -179,7 +198,7 @@ mod tests {
                 matches!(
                     c.validate(),
                     Err(Error::Config {
-                        property: "topics",
+                        property: "subscribe",
                         ..
                     })
                 ),
@@ -196,7 +215,7 @@ mod tests {
             })
         ));
         c = MemberConfig::new("g");
-        c.rebalance_timeout = Duration::from_secs(u64::MAX);
+        c.max_poll_interval = Duration::from_secs(u64::MAX);
         assert!(matches!(
             c.validate(),
             Err(Error::Config {

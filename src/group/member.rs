@@ -107,7 +107,7 @@ pub enum GroupEvent {
 /// let mut member = client
 ///     .member("billing")
 ///     .group_instance_id("billing-worker-1")
-///     .topics(["invoices"])
+///     .subscribe(["invoices"])
 ///     .session_timeout(Duration::from_secs(30))
 ///     .build()?;
 /// member.join(Duration::from_secs(60))?;
@@ -209,7 +209,7 @@ impl GroupMember {
             config.group_id.clone(),
             config.heartbeat_interval,
             config.session_timeout,
-            config.retry_backoff,
+            config.retry_backoff(&client),
             metrics.clone(),
         )
         .map_err(|source| Error::Io {
@@ -643,7 +643,7 @@ impl GroupMember {
             resp,
             generation,
             join_time,
-            until: crate::deadline::after(self.config.rebalance_timeout),
+            until: crate::deadline::after(self.config.max_poll_interval),
         }))
     }
 
@@ -673,7 +673,7 @@ impl GroupMember {
     /// Sleeps `retry.backoff.ms`, or until `deadline` if that comes first; false if `deadline`
     /// has passed.
     fn backoff(&self, deadline: Instant) -> bool {
-        crate::deadline::sleep_within(self.config.retry_backoff, deadline)
+        crate::deadline::sleep_within(self.config.retry_backoff(&self.client), deadline)
     }
 
     /// Drops a JoinGroup or SyncGroup still in flight, with the connection it was sent on (its
@@ -1108,7 +1108,7 @@ impl GroupMember {
             member_id: self.state.member_id(),
             instance_id: instance.as_deref(),
             session_timeout: self.config.session_timeout,
-            rebalance_timeout: self.config.rebalance_timeout,
+            rebalance_timeout: self.config.max_poll_interval,
             protocols: &protocols,
             metadata: &metadata,
         })
@@ -1116,7 +1116,7 @@ impl GroupMember {
 
     fn send_join(&mut self) -> Result<Pending<JoinGroupRequest>> {
         let req = self.join_request();
-        let wait = self.config.rebalance_timeout.max(self.config.session_timeout) + JOIN_MARGIN;
+        let wait = self.config.max_poll_interval.max(self.config.session_timeout) + JOIN_MARGIN;
         let version = self
             .conn
             .as_ref()
@@ -1135,7 +1135,7 @@ impl GroupMember {
         let instance = self.instance_id_to_send();
         let req = requests::sync_group(&self.config.group_id, g, instance.as_deref(), assignments);
         // Followers wait in SyncGroup for the leader to assign, up to the rebalance timeout.
-        let wait = self.config.rebalance_timeout + JOIN_MARGIN;
+        let wait = self.config.max_poll_interval + JOIN_MARGIN;
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(ApiKey::SyncGroup)?;
         conn.send_pending(&req, version, Some(wait))

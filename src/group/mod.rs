@@ -7,13 +7,14 @@
 //! apart from what talks to the coordinator: the heartbeat thread (`heartbeat.rs`) and the
 //! [`member`] (the join loop, events, leave and close; the leader's assignment in
 //! `member/assign.rs`, its watch of the subscribed topics in `member/metadata_watch.rs`). The
-//! member's configuration is [`MemberBuilder`] (`builder.rs`).
+//! member's settings are a `MemberConfig` (`config.rs`: defaults, validation), set through
+//! [`MemberBuilder`] (`builder.rs`) or [`ConsumerBuilder`](crate::ConsumerBuilder).
 
 pub mod action;
 pub mod assignment;
 pub mod assignor;
 mod builder;
-pub mod config;
+mod config;
 mod heartbeat;
 mod leader;
 pub mod member;
@@ -24,8 +25,10 @@ pub mod timer;
 
 pub use assignment::{Assignment, Subscription, TopicPartition};
 pub use assignor::{Assignor, MemberSubscription, RangeAssignor, RoundRobinAssignor};
+pub(crate) use builder::member_setters;
 pub use builder::MemberBuilder;
-pub use config::{MemberConfig, OldBrokerPolicy};
+pub(crate) use config::MemberConfig;
+pub use config::OldBrokerPolicy;
 pub use member::{GroupEvent, GroupMember};
 pub use metrics::MemberMetrics;
 pub use state::{Generation, MemberState};

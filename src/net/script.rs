@@ -905,7 +905,7 @@ mod tests {
             .unwrap();
         let mut member = client
             .member("g")
-            .topics(["t"])
+            .subscribe(["t"])
             .heartbeat_interval(Duration::from_millis(10))
             .build()
             .unwrap();

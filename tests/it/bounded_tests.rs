@@ -88,7 +88,7 @@ fn poll_against_a_closed_port_returns_within_its_timeout_and_keeps_the_cause() {
     // `join` with a timeout ends at its timeout with the same cause.
     let mut member = client
         .member(&unique_name("closed-port"))
-        .topics(["nowhere"])
+        .subscribe(["nowhere"])
         .build()
         .unwrap();
     let t = Instant::now();

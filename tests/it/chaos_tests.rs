@@ -163,7 +163,7 @@ impl Scenario {
             .close_timeout(REQUEST_TIMEOUT)
             .assignors(vec![Arc::new(probe)])
             // The leader re-checks the topic's partition count this often.
-            .configure_member(|m| m.metadata_max_age(Duration::from_secs(5)));
+            .metadata_max_age(Duration::from_secs(5));
         if static_member {
             b = b.group_instance_id(instance);
         }

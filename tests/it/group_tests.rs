@@ -133,10 +133,10 @@ impl Drop for Running {
 pub fn member_builder(client: &Client, group: &str, topic: &str) -> MemberBuilder {
     client
         .member(group)
-        .topics([topic])
+        .subscribe([topic])
         .session_timeout(SESSION)
         .heartbeat_interval(HEARTBEAT)
-        .rebalance_timeout(Duration::from_secs(20))
+        .max_poll_interval(Duration::from_secs(20))
 }
 
 pub fn static_member(client: &Client, group: &str, topic: &str, instance: &str) -> GroupMember {
@@ -516,7 +516,7 @@ mod through_the_proxy {
     ) -> Result<GroupMember, Error> {
         let client = client(&p.bootstrap());
         let mut b = member_builder(&client, &unique_name("proxy-grp"), topic)
-            .rebalance_timeout(Duration::from_secs(10))
+            .max_poll_interval(Duration::from_secs(10))
             .old_broker_policy(policy);
         if let Some(i) = instance {
             b = b.group_instance_id(i);
@@ -594,7 +594,7 @@ mod through_the_proxy {
         c.find_coordinator(&unique_name("conns")).unwrap();
         let baseline = p.connections();
         for instance in [Some("conn-count"), None] {
-            let mut b = c.member(&unique_name("conns")).topics([topic.as_str()]);
+            let mut b = c.member(&unique_name("conns")).subscribe([topic.as_str()]);
             if let Some(i) = instance {
                 b = b.group_instance_id(i);
             }

@@ -150,23 +150,25 @@ fn builder_setters_with_extreme_values_build_or_fail_with_config_errors() {
     let member_durations: [Setter<MemberBuilder, Duration>; 5] = [
         ("session_timeout", MemberBuilder::session_timeout),
         ("heartbeat_interval", MemberBuilder::heartbeat_interval),
-        ("rebalance_timeout", MemberBuilder::rebalance_timeout),
+        ("max_poll_interval", MemberBuilder::max_poll_interval),
         ("retry_backoff", MemberBuilder::retry_backoff),
         ("metadata_max_age", MemberBuilder::metadata_max_age),
     ];
     for (name, set) in member_durations {
         for d in durations() {
             panics.build(&format!("MemberBuilder::{name}({d:?})"), || {
-                set(client.member("g").topics(["t"]), d).build()
+                set(client.member("g").subscribe(["t"]), d).build()
             });
         }
     }
 
     let consumer = || client.consumer("g").subscribe(["t"]);
-    let consumer_durations: [Setter<ConsumerBuilder, Duration>; 5] = [
+    let consumer_durations: [Setter<ConsumerBuilder, Duration>; 7] = [
         ("session_timeout", ConsumerBuilder::session_timeout),
         ("heartbeat_interval", ConsumerBuilder::heartbeat_interval),
         ("max_poll_interval", ConsumerBuilder::max_poll_interval),
+        ("retry_backoff", ConsumerBuilder::retry_backoff),
+        ("metadata_max_age", ConsumerBuilder::metadata_max_age),
         ("auto_commit_interval", ConsumerBuilder::auto_commit_interval),
         ("fetch_max_wait", ConsumerBuilder::fetch_max_wait),
     ];
@@ -333,7 +335,7 @@ fn group_member_join_and_poll_return_for_every_extreme_timeout() {
     let member = |client: &Client| {
         client
             .member(&unique_name("hostile-join"))
-            .topics([&topic])
+            .subscribe([&topic])
             .build()
             .unwrap()
     };

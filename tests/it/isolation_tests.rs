@@ -40,7 +40,7 @@ fn a_slow_produce_does_not_delay_heartbeats_or_a_coordinator_lookup_on_the_same_
 
     let mut member = client
         .member(&group)
-        .topics([topic.as_str()])
+        .subscribe([topic.as_str()])
         .session_timeout(Duration::from_secs(10))
         .heartbeat_interval(Duration::from_millis(200))
         .build()

@@ -30,7 +30,7 @@ pub struct Args {
     /// A topic to subscribe to; repeat for several.
     #[arg(long = "topic", value_name = "TOPIC", required = true)]
     topics: Vec<String>,
-    /// session.timeout.ms (default: the client's, 45000).
+    /// session.timeout.ms (default: 45000, the consumer's).
     #[arg(long, value_name = "MS")]
     session_timeout: Option<u64>,
     /// Start partitions without a committed offset at the beginning of the log instead of

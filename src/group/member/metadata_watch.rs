@@ -24,7 +24,11 @@ impl GroupMember {
         let Some(snapshot) = &self.leader_snapshot else {
             return;
         };
-        let due = check_interval(snapshot, self.config.metadata_max_age, self.config.retry_backoff);
+        let due = check_interval(
+            snapshot,
+            self.config.metadata_max_age,
+            self.config.retry_backoff(&self.client),
+        );
         // With a rejoin pending the next join leads (or follows) anew; nothing to check.
         if self.state.state() != MemberState::Stable
             || self.rejoin.is_some()
