@@ -147,7 +147,7 @@ impl Consumer {
 
     /// The subscribed topics.
     pub fn subscription(&self) -> &[String] {
-        self.member.topics()
+        self.member.subscription()
     }
 
     /// The partitions assigned to this consumer (empty before the first join and between a
@@ -422,7 +422,7 @@ impl Consumer {
         };
         if !recently && (force || missing()) {
             self.last_metadata_refresh = Some(Instant::now());
-            let topics: Vec<&str> = self.member.topics().iter().map(String::as_str).collect();
+            let topics: Vec<&str> = self.member.subscription().iter().map(String::as_str).collect();
             let fresh = self.client.refresh_metadata(Some(&topics))?;
             self.metadata_stale = false;
             return Ok(fresh);

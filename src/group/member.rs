@@ -289,7 +289,7 @@ impl GroupMember {
     }
 
     /// The topics this member subscribes to.
-    pub fn topics(&self) -> &[String] {
+    pub fn subscription(&self) -> &[String] {
         &self.config.topics
     }
 
@@ -1088,7 +1088,7 @@ impl GroupMember {
             .filter(|_| self.static_member)
     }
 
-    fn subscription(&self) -> Subscription {
+    fn subscription_metadata(&self) -> Subscription {
         Subscription {
             topics: self.config.topics.clone(),
             user_data: None,
@@ -1100,7 +1100,7 @@ impl GroupMember {
     /// The JoinGroup this member sends now (its member id, and whether it is still static,
     /// change between joins).
     fn join_request(&self) -> JoinGroupRequest {
-        let metadata = self.subscription().encode();
+        let metadata = self.subscription_metadata().encode();
         let instance = self.instance_id_to_send();
         let protocols: Vec<&str> = self.config.assignors.iter().map(|a| a.name()).collect();
         requests::join_group(&requests::JoinGroup {
