@@ -899,8 +899,11 @@ impl Client {
             .filter_map(|p| lock(&self.inner.links).get(&(*p, Target::Broker(id))).cloned())
             .collect();
         for link in links {
-            if let Ok(mut link) = link.try_lock() {
-                link.disconnect();
+            match link.try_lock() {
+                Ok(mut link) => link.disconnect(),
+                // See `lock`: the poison flag is noise here.
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().disconnect(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
             }
         }
     }

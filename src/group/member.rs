@@ -867,6 +867,15 @@ impl GroupMember {
                     events.push(GroupEvent::CoordinatorMoved { coordinator });
                 }
             }
+            // A JoinGroup is on its way (or about to be resent): it answers what a heartbeat
+            // thread's rejoin or expired session would ask for, and the coordinator keeps the
+            // member for the rebalance timeout, not the session. Acting on either would take
+            // the new generation down with the old one (Java ignores them while rejoining).
+            Event::RejoinNeeded { .. } | Event::SessionExpired { .. }
+                if self.state() == MemberState::Joining =>
+            {
+                log::debug!("{}: ignoring {e:?}: a join is in progress", self.ctx());
+            }
             Event::RejoinNeeded {
                 generation,
                 reset_member_id,
@@ -969,10 +978,11 @@ impl GroupMember {
     /// [`coordinator_request`](Self::coordinator_request)), so the next request finds it again.
     pub(crate) fn forget_coordinator(&mut self) {
         self.joining = Joining::Start;
+        // Only the member's own connection: the client's to that broker (metadata, produce,
+        // its coordinator lookups) are not wrong because the group moved, and dropping them
+        // would make a producer sharing the client reconnect at every coordinator move.
         self.conn = None;
-        if let Some(c) = self.coordinator.take() {
-            self.client.disconnect(c.id);
-        }
+        self.coordinator = None;
     }
 
     /// Finds the coordinator and connects to it unless connected, by `deadline`: the step
@@ -1403,6 +1413,37 @@ mod tests {
             assert_eq!(m.state(), MemberState::Stable, "{old:?}");
             assert_eq!(m.member_id(), "worker-1-new");
         }
+    }
+
+    #[test]
+    fn a_rejoin_or_expiry_of_the_current_generation_is_ignored_while_joining() {
+        // The heartbeat thread answered for generation 3 just before the member sent its
+        // JoinGroup: the generation is still current, but the join already does what the
+        // event asks, and acting on it would rebalance the group a second time.
+        let now = generation(3, "worker-1");
+        let mut m = stable_member(&now);
+        m.transition(Transition::JoinSent);
+        assert_eq!(m.state(), MemberState::Joining);
+        let mut events = Vec::new();
+        let rejoin = Event::RejoinNeeded {
+            generation: now.clone(),
+            reset_member_id: false,
+            reason: KafkaCode::RebalanceInProgress,
+        };
+        m.on_event(rejoin, &mut events).unwrap();
+        let expired = Event::SessionExpired {
+            generation: now.clone(),
+        };
+        m.on_event(expired, &mut events).unwrap();
+        assert!(events.is_empty(), "{events:?}");
+        assert_eq!(m.rejoin, None);
+        assert_eq!(m.state(), MemberState::Joining);
+        // A fence is acted on whatever the member is doing.
+        let fenced = Event::Fenced { generation: now };
+        assert!(matches!(
+            m.on_event(fenced, &mut events),
+            Err(Error::Fenced { .. })
+        ));
     }
 
     #[test]
