@@ -48,6 +48,13 @@ impl Purpose {
     ];
 }
 
+/// How long a connection may sit unused before the link drops it instead of sending on it: a
+/// minute less than brokers' `connections.max.idle.ms` (10 min by default), after which the
+/// broker closes it and the next request would fail on a dead socket. Java's client uses the
+/// same 9 minutes. Matters since connections are kept by purpose: some (a client's
+/// coordinator lookups, an admin's) go unused for long stretches.
+pub(crate) const MAX_IDLE: Duration = Duration::from_secs(9 * 60);
+
 /// The reconnect backoff of one link: pure, given the time.
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
@@ -113,6 +120,8 @@ pub(crate) struct Link {
     config: Arc<ConnectionConfig>,
     backoff: Backoff,
     wire: Option<Box<dyn Wire>>,
+    /// When the connection last sent or received (or was opened).
+    last_used: Instant,
     last_error: Option<Error>,
     reauthentications: Option<Arc<AtomicU64>>,
 }
@@ -144,6 +153,7 @@ impl Link {
             config,
             backoff,
             wire: None,
+            last_used: Instant::now(),
             last_error: None,
             reauthentications: None,
         }
@@ -215,6 +225,14 @@ impl Link {
         if self.wire.as_ref().is_some_and(|w| w.is_broken()) {
             self.wire = None;
         }
+        if self.wire.is_some() && idle_too_long(self.last_used, Instant::now()) {
+            log::debug!(
+                "{} ({:?}): idle over {MAX_IDLE:?}, reconnecting",
+                self.addr,
+                self.purpose
+            );
+            self.wire = None;
+        }
         if self.wire.is_some() {
             return Ok(());
         }
@@ -239,6 +257,7 @@ impl Link {
                     wire.count_reauthentications_in(sink.clone());
                 }
                 self.wire = Some(wire);
+                self.last_used = Instant::now();
                 self.backoff.succeeded();
                 Ok(())
             }
@@ -406,6 +425,7 @@ impl Link {
 
     /// Keeps a failure's copy and drops the connection if the failure broke it.
     fn settle<T>(&mut self, result: Result<T>) -> Result<T> {
+        self.last_used = Instant::now();
         if let Err(e) = &result {
             if let Some(copy) = copy_of(e) {
                 self.last_error = Some(copy);
@@ -427,6 +447,12 @@ impl Link {
         }
         self.settle(result)
     }
+}
+
+/// Whether a connection last used at `last_used` has been idle long enough at `now` that the
+/// broker may have closed it ([`MAX_IDLE`]).
+fn idle_too_long(last_used: Instant, now: Instant) -> bool {
+    now.saturating_duration_since(last_used) >= MAX_IDLE
 }
 
 /// A copy of `e` to keep as a link's last error, for the errors a retry can get past (the
@@ -490,6 +516,17 @@ mod tests {
             huge.failed(now);
         }
         assert_eq!(huge.pause(huge.failures()), Duration::MAX);
+    }
+
+    #[test]
+    fn a_connection_idle_past_the_brokers_limit_is_not_reused() {
+        let t = Instant::now();
+        assert!(!idle_too_long(t, t));
+        assert!(!idle_too_long(t, t + MAX_IDLE - Duration::from_millis(1)));
+        assert!(idle_too_long(t, t + MAX_IDLE));
+        // A clock read before `last_used` (another thread's) is not idle time.
+        assert!(!idle_too_long(t + Duration::from_secs(1), t));
+        assert!(MAX_IDLE < Duration::from_secs(600), "under the broker's default");
     }
 
     #[test]
