@@ -58,6 +58,9 @@ impl Backoff {
     }
 }
 
+/// The shortest pause between attempts, whatever the backoff says.
+const MIN_PAUSE: Duration = Duration::from_millis(1);
+
 /// The time source and the sleep of a retry loop: the system's in the crate, a fake in tests.
 pub(crate) trait Clock {
     /// The current instant.
@@ -138,7 +141,8 @@ fn run<T>(
             Err(e) => return Err(Stop::Failed(e)),
         }
         let left = deadline.saturating_duration_since(clock.now());
-        let pause = backoff.take().min(left);
+        // `retry.backoff.ms=0` is valid in Kafka; a floor keeps it from spinning on a CPU.
+        let pause = backoff.take().max(MIN_PAUSE).min(left);
         if !pause.is_zero() {
             clock.sleep(pause);
         }
@@ -308,6 +312,17 @@ mod tests {
             assert_eq!(clock.now, deadline, "{timeout:?} {backoff:?}");
             assert!(tries >= 1, "at least one try");
         }
+    }
+
+    #[test]
+    fn a_zero_backoff_still_pauses_a_millisecond() {
+        let mut clock = FakeClock::new();
+        let deadline = clock.now + 5 * MS;
+        let got: Result<(), Stop> = run(&mut clock, deadline, Backoff::fixed(Duration::ZERO), || {
+            Ok(Step::Retry(retriable(0)))
+        });
+        assert!(matches!(got, Err(Stop::Expired(Some(_)))));
+        assert_eq!(clock.pauses, [MS; 5]);
     }
 
     #[test]
