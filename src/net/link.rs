@@ -458,7 +458,7 @@ fn idle_too_long(last_used: Instant, now: Instant) -> bool {
 /// A copy of `e` to keep as a link's last error, for the errors a retry can get past (the
 /// network's and the broker's); `None` for the rest, which are returned and not retried.
 /// An I/O error cannot be cloned: its copy has the same kind and text.
-fn copy_of(e: &Error) -> Option<Error> {
+pub(crate) fn copy_of(e: &Error) -> Option<Error> {
     Some(match e {
         Error::Io { addr, source } => Error::Io {
             addr: addr.clone(),

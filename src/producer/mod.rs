@@ -83,7 +83,7 @@ impl Client {
 type Prepared = (
     Vec<Work>,
     Vec<(Vec<TopicPartition>, Error)>,
-    Vec<(TopicPartition, String)>,
+    Vec<(TopicPartition, LastError)>,
 );
 
 /// A blocking producer: see the [module documentation](self).
@@ -253,21 +253,20 @@ impl Producer {
             }
             let now = Instant::now();
             for (tp, b) in self.acc.expire(self.config.delivery_timeout, now) {
-                let last = b
-                    .last_error
-                    .map_or_else(|| "never acknowledged".to_string(), |e| e.to_string());
-                note_failure(
-                    Error::retries_timeout(
-                        format!(
-                            "Produce of {} record(s) to {tp}: delivery.timeout.ms ({} ms) passed after {} attempt(s); last error: {last}",
-                            b.records.len(),
-                            self.config.delivery_timeout.as_millis(),
-                            b.attempts
-                        ),
-                        None,
-                    ),
-                    &mut first,
+                let (cause, text) = match b.last_error {
+                    Some(e) => e.into_cause(),
+                    None => (None, Some("never acknowledged".to_string())),
+                };
+                let mut what = format!(
+                    "Produce of {} record(s) to {tp}: delivery.timeout.ms ({} ms) passed after {} attempt(s)",
+                    b.records.len(),
+                    self.config.delivery_timeout.as_millis(),
+                    b.attempts
                 );
+                if let Some(text) = text {
+                    what.push_str(&format!("; last error: {text}"));
+                }
+                note_failure(Error::retries_timeout(what, cause), &mut first);
             }
             if only_closed && !self.acc.has_closed() {
                 break;
@@ -310,7 +309,7 @@ impl Producer {
                     &tp,
                     Outcome::Retry {
                         refresh: true,
-                        error: LastError::Other(why),
+                        error: why,
                     },
                     &mut first,
                 );
@@ -324,7 +323,7 @@ impl Producer {
                                 tp,
                                 Outcome::Retry {
                                     refresh: true,
-                                    error: LastError::Other(why.clone()),
+                                    error: why.clone(),
                                 },
                                 &mut first,
                             );
@@ -352,7 +351,7 @@ impl Producer {
                                 tp,
                                 Outcome::Retry {
                                     refresh: true,
-                                    error: LastError::Other(e.to_string()),
+                                    error: LastError::of(&e),
                                 },
                                 &mut first,
                             );
@@ -402,12 +401,16 @@ impl Producer {
                     let attempts = b.attempts;
                     let e = match error {
                         LastError::Code(code, message) => produce_error(tp, code, message),
-                        LastError::Other(m) => Error::retries_timeout(
-                            format!(
-                                "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed); last error: {m}"
-                            ),
-                            None,
-                        ),
+                        other => {
+                            let (cause, text) = other.into_cause();
+                            let mut what = format!(
+                                "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed)"
+                            );
+                            if let Some(text) = text {
+                                what.push_str(&format!("; last error: {text}"));
+                            }
+                            Error::retries_timeout(what, cause)
+                        }
                     };
                     self.acc.pop(tp);
                     note_failure(e, first);
@@ -437,7 +440,7 @@ impl Producer {
             let (version, bv) = match versions {
                 Ok(v) => v,
                 Err(e) if e.is_unreachable() => {
-                    let why = e.to_string();
+                    let why = LastError::of(&e);
                     unreachable.extend(tps.into_iter().map(|tp| (tp, why.clone())));
                     continue;
                 }
@@ -507,6 +510,58 @@ mod tests {
             .build()
             .unwrap()
             .producer()
+    }
+
+    #[test]
+    fn a_produce_that_keeps_losing_its_connection_fails_with_the_io_error_as_its_cause() {
+        use crate::net::script::{Answer, Script};
+        use crate::protocol::messages::metadata_response::{
+            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        use crate::protocol::messages::{MetadataRequest, MetadataResponse, ProduceRequest};
+        let script = Script::new();
+        script.on::<MetadataRequest>(|_, _| {
+            Answer::Reply(MetadataResponse {
+                brokers: vec![MetadataResponseBroker {
+                    node_id: 0,
+                    host: "b0".into(),
+                    port: 9092,
+                    ..Default::default()
+                }],
+                topics: vec![MetadataResponseTopic {
+                    name: Some("t".into()),
+                    partitions: vec![MetadataResponsePartition {
+                        partition_index: 0,
+                        leader_id: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        });
+        script.on::<ProduceRequest>(|_, _| Answer::Fail(std::io::ErrorKind::ConnectionReset));
+        let client = script
+            .client(
+                Client::builder()
+                    .bootstrap_servers("b0:9092")
+                    .reconnect_backoff(Duration::from_millis(1))
+                    .retry_backoff(Duration::from_millis(1)),
+            )
+            .unwrap();
+        let mut p = client.producer().retries(2).build().unwrap();
+        p.send(ProducerRecord::new("t", b"v".to_vec()).partition(0))
+            .unwrap();
+        let e = p.flush().unwrap_err();
+        assert!(e.to_string().contains("3 attempt(s) failed"), "{e}");
+        let source = std::error::Error::source(&e).expect("the lost connection is the cause");
+        match source.downcast_ref::<Error>() {
+            Some(Error::Io { addr, source }) => {
+                assert_eq!(addr, "b0:9092");
+                assert_eq!(source.kind(), std::io::ErrorKind::ConnectionReset);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

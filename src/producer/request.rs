@@ -6,6 +6,7 @@ use super::record::Acks;
 use crate::authorization::Scope;
 use crate::error::Error;
 use crate::group::TopicPartition;
+use crate::net::link::copy_of;
 use crate::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use crate::protocol::messages::{ProduceRequest, ProduceResponse};
 use crate::protocol::ApiKey;
@@ -21,10 +22,38 @@ pub(super) const REQUEST_OVERHEAD: usize = 128;
 pub(super) const PARTITION_OVERHEAD: usize = 16;
 
 /// Why a batch failed for the last time, kept to report it when retries run out.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) enum LastError {
     Code(KafkaCode, Option<String>),
+    /// The error itself (a lost connection: its address and I/O error), so that the timeout a
+    /// user sees keeps it as its `last`/`source()`.
+    Failed(Error),
     Other(String),
+}
+
+impl LastError {
+    /// What to keep of `e`, an error a later attempt may get past.
+    pub(super) fn of(e: &Error) -> LastError {
+        copy_of(e).map_or_else(|| LastError::Other(e.to_string()), LastError::Failed)
+    }
+
+    /// The error to hand a timeout as its cause, and the text for the ones that have none.
+    pub(super) fn into_cause(self) -> (Option<Error>, Option<String>) {
+        match self {
+            LastError::Failed(e) => (Some(e), None),
+            other => (None, Some(other.to_string())),
+        }
+    }
+}
+
+impl Clone for LastError {
+    fn clone(&self) -> Self {
+        match self {
+            LastError::Code(code, message) => LastError::Code(*code, message.clone()),
+            LastError::Failed(e) => LastError::of(e),
+            LastError::Other(m) => LastError::Other(m.clone()),
+        }
+    }
 }
 
 impl fmt::Display for LastError {
@@ -32,6 +61,7 @@ impl fmt::Display for LastError {
         match self {
             LastError::Code(code, Some(m)) if !m.is_empty() => write!(f, "{code}: {m}"),
             LastError::Code(code, _) => write!(f, "{code}"),
+            LastError::Failed(e) => write!(f, "{e}"),
             LastError::Other(m) => f.write_str(m),
         }
     }

@@ -3,7 +3,7 @@
 //! The two calls that put a Produce request on a connection are in [`run_work`].
 
 use super::record::Acks;
-use super::request::magic_for;
+use super::request::{magic_for, LastError};
 use crate::client::Client;
 use crate::error::Result;
 use crate::group::TopicPartition;
@@ -22,15 +22,15 @@ pub(super) enum Sent {
     /// Sent: the response (`None` for `acks=0`) or the error that stopped it.
     Answered(Vec<TopicPartition>, Result<Option<ProduceResponse>>),
     /// Not sent, because the broker's connection broke on an earlier request of the round;
-    /// says how.
-    Skipped(Vec<TopicPartition>, String),
+    /// how it broke.
+    Skipped(Vec<TopicPartition>, LastError),
 }
 
 /// Sends a broker's requests one after the other; after a broken connection the rest are
 /// reported as skipped, not sent.
 pub(super) fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
     let mut out = Vec::with_capacity(work.requests.len());
-    let mut broken: Option<String> = None;
+    let mut broken: Option<LastError> = None;
     for (req, tps) in work.requests {
         if let Some(why) = &broken {
             out.push(Sent::Skipped(tps, why.clone()));
@@ -57,10 +57,12 @@ pub(super) fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
         };
         if let Err(e) = &result {
             if e.is_unreachable() {
-                broken = Some(format!(
-                    "not sent: the connection to broker {} broke on an earlier request: {e}",
+                log::debug!(
+                    "producer: the connection to broker {} broke ({e}); the rest of its requests \
+                     this round are not sent",
                     work.leader
-                ));
+                );
+                broken = Some(LastError::of(e));
             }
         }
         out.push(Sent::Answered(tps, result));
