@@ -26,35 +26,49 @@ pub(crate) enum Step<T> {
     Wait,
 }
 
-/// The pause between attempts: fixed, or doubling up to a ceiling.
+/// The pause between attempts: fixed, or doubling up to a ceiling. The crate's one backoff
+/// schedule: the retry loop below takes its pauses in turn, and a [`Link`]'s reconnect backoff
+/// asks for the pause after so many failures.
+///
+/// [`Link`]: crate::net::link::Link
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Backoff {
-    next: Duration,
+    first: Duration,
     max: Duration,
+    /// Pauses taken so far (by [`take`](Self::take)).
+    taken: u32,
 }
 
 impl Backoff {
     /// The same pause after every attempt (`retry.backoff.ms`).
     pub(crate) fn fixed(pause: Duration) -> Self {
-        Backoff {
-            next: pause,
-            max: pause,
-        }
+        Backoff::exponential(pause, pause)
     }
 
     /// `first`, doubling after each attempt, never above `max` (`first` is capped by it too).
     pub(crate) fn exponential(first: Duration, max: Duration) -> Self {
         Backoff {
-            next: first.min(max),
+            first: first.min(max),
             max,
+            taken: 0,
         }
+    }
+
+    /// The pause after `failures` failed attempts in a row: none after none, then the first,
+    /// doubled per further failure, at most the maximum (saturating, never overflowing).
+    pub(crate) fn after(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        self.first
+            .saturating_mul(1 << (failures - 1).min(16))
+            .min(self.max)
     }
 
     /// The pause to take now; the next one doubles if this backoff is exponential.
     fn take(&mut self) -> Duration {
-        let pause = self.next;
-        self.next = self.next.saturating_mul(2).min(self.max);
-        pause
+        self.taken = self.taken.saturating_add(1);
+        self.after(self.taken)
     }
 }
 

@@ -17,6 +17,7 @@ use crate::net::connection::{ConnectionConfig, Interrupter, Pending};
 use crate::net::versions::{self, BrokerVersions, Capability};
 use crate::net::wire::{Dialer, Wire};
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
+use crate::retry;
 use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -55,11 +56,11 @@ impl Purpose {
 /// coordinator lookups, an admin's) go unused for long stretches.
 pub(crate) const MAX_IDLE: Duration = Duration::from_secs(9 * 60);
 
-/// The reconnect backoff of one link: pure, given the time.
+/// The reconnect backoff of one link: pure, given the time. The schedule is the crate's one
+/// ([`retry::Backoff`]); this keeps the failures in a row and when the next attempt may start.
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
-    first: Duration,
-    max: Duration,
+    schedule: retry::Backoff,
     failures: u32,
     retry_at: Option<Instant>,
 }
@@ -68,22 +69,15 @@ impl Backoff {
     /// `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
     pub(crate) fn new(first: Duration, max: Duration) -> Self {
         Backoff {
-            first,
-            max,
+            schedule: retry::Backoff::exponential(first, max),
             failures: 0,
             retry_at: None,
         }
     }
 
-    /// The pause after `failures` failed attempts in a row: the first backoff, doubled per
-    /// further failure, at most the maximum.
+    /// The pause after `failures` failed attempts in a row.
     pub(crate) fn pause(&self, failures: u32) -> Duration {
-        if failures == 0 {
-            return Duration::ZERO;
-        }
-        self.first
-            .saturating_mul(1 << (failures - 1).min(16))
-            .min(self.max)
+        self.schedule.after(failures)
     }
 
     /// An attempt failed at `now`; returns the pause before the next one.
