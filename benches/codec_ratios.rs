@@ -34,7 +34,7 @@
 
 mod cases;
 
-use kafka_group::protocol::{Decoder, Message, Segments};
+use kafka_group::unstable::protocol::{Decoder, Message, Segments};
 use kafka_protocol::messages as kp;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::fmt::Debug;

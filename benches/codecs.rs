@@ -21,7 +21,7 @@ use cases::{
     metadata_response,
 };
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use kafka_group::protocol::{Decoder, Message, Segments};
+use kafka_group::unstable::protocol::{Decoder, Message, Segments};
 use kafka_protocol::messages as kp;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::fmt::Debug;

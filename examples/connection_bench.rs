@@ -10,10 +10,11 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use kafka_group::net::Connection;
-use kafka_group::protocol::messages::join_group_request::JoinGroupRequestProtocol;
-use kafka_group::protocol::messages::{HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
-use kafka_group::protocol::ApiKey;
+use kafka_group::unstable::protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_group::unstable::protocol::messages::{HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
+use kafka_group::unstable::Connection;
+use kafka_group::unstable::RawClient;
+use kafka_group::ApiKey;
 use kafka_group::KafkaCode;
 use std::time::{Duration, Instant};
 use support::BoxError;

@@ -14,9 +14,9 @@
 mod support;
 
 use bytes::Bytes;
-use kafka_group::producer::{Acks, ProducerRecord};
-use kafka_group::records::Compression;
 use kafka_group::Client;
+use kafka_group::Compression;
+use kafka_group::{Acks, ProducerRecord};
 use std::time::{Duration, Instant};
 use support::BoxError;
 

@@ -10,8 +10,8 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use kafka_group::group::{GroupEvent, GroupMember};
 use kafka_group::Client;
+use kafka_group::{GroupEvent, GroupMember};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

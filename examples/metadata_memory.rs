@@ -13,7 +13,7 @@
 mod big_metadata;
 
 use big_metadata::{BigMetadata, Measured, Phase};
-use kafka_group::protocol::ApiKey;
+use kafka_group::ApiKey;
 use std::process::Command;
 use std::time::Instant;
 

@@ -32,10 +32,11 @@
 mod support;
 
 use bytes::Bytes;
-use kafka_group::group::{GroupEvent, GroupMember};
-use kafka_group::net::sasl::{Mechanism, Secret};
-use kafka_group::producer::{Acks, ProducerRecord};
+use kafka_group::sasl::{Mechanism, Secret};
+use kafka_group::unstable::RawClient;
+use kafka_group::{Acks, ProducerRecord};
 use kafka_group::{Broker, Client, SecurityProtocol};
+use kafka_group::{GroupEvent, GroupMember};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -645,7 +645,7 @@ impl Client {
     }
 
     /// The connection settings every connection of this client uses.
-    pub fn connection_config(&self) -> &ConnectionConfig {
+    pub(crate) fn connection_config(&self) -> &ConnectionConfig {
         &self.inner.conn
     }
 
@@ -656,12 +656,12 @@ impl Client {
 
     /// Opens a new connection of its own to `broker`, outside the client's links (for tools
     /// and tests that speak the protocol directly).
-    pub fn connect(&self, broker: &Broker) -> Result<Connection> {
+    pub(crate) fn connect(&self, broker: &Broker) -> Result<Connection> {
         Connection::connect(&broker.addr(), &self.inner.conn)
     }
 
     /// Sends a request to broker `id`, building it for the version negotiated with that broker.
-    pub fn send_to<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
+    pub(crate) fn send_to<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<R::Response> {
         self.send_target(Purpose::Metadata, Target::Broker(id), None, build)
     }
 
@@ -725,13 +725,17 @@ impl Client {
 
     /// Sends a request the broker does not answer (Produce with `acks=0`) to broker `id`,
     /// building it for the negotiated version; returns once it is written.
-    pub fn send_to_no_response<R: Request>(&self, id: i32, build: impl FnOnce(i16) -> R) -> Result<()> {
+    pub(crate) fn send_to_no_response<R: Request>(
+        &self,
+        id: i32,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<()> {
         self.send_no_response_for(Purpose::Metadata, id, build)
     }
 
     /// Sends a request to any reachable broker (known brokers first, then bootstrap
     /// addresses), moving on to the next one when a broker cannot be reached.
-    pub fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
+    pub(crate) fn send_any<R: Request>(&self, build: impl Fn(i16) -> R) -> Result<R::Response> {
         self.send_any_within(Purpose::Metadata, None, build)
     }
 
@@ -757,12 +761,12 @@ impl Client {
     }
 
     /// The ApiVersions table of broker `id` (connecting if needed).
-    pub fn broker_versions(&self, id: i32) -> Result<BrokerVersions> {
+    pub(crate) fn broker_versions(&self, id: i32) -> Result<BrokerVersions> {
         self.broker_versions_for(Purpose::Metadata, id)
     }
 
     /// The ApiVersions table of whichever broker answers first.
-    pub fn any_broker_versions(&self) -> Result<BrokerVersions> {
+    pub(crate) fn any_broker_versions(&self) -> Result<BrokerVersions> {
         self.first_answer(
             |_| true,
             |t| self.with_link(Purpose::Metadata, t, |link| link.broker_versions(None)),

@@ -3,16 +3,22 @@
 //! A blocking, synchronous client for Apache Kafka consumer groups, built around static
 //! membership (KIP-345, `group.instance.id`).
 //!
-//! Where things are, following the data path:
+//! Where things are, following the data path (everything is at the crate root):
 //!
-//! - [`Client`]: bootstrap, per-broker connections with version negotiation ([`net`]), the
-//!   metadata cache, coordinator lookup.
-//! - [`group`]: membership — [`group::GroupMember`] with its heartbeat thread, the state
-//!   machine, assignors. A static member restarting within its session timeout gets its
-//!   partitions back without a rebalance.
-//! - [`Consumer`]: a member that fetches, tracks positions and commits; [`Producer`]; [`Admin`].
-//! - [`records`]: record batches and legacy message sets; [`protocol`]: the wire codecs,
-//!   generated from Kafka's JSON schemas at build time; [`KafkaCode`]: the error codes.
+//! - [`Client`] ([`ClientBuilder`]): bootstrap, per-broker connections by purpose with version
+//!   negotiation, TLS ([`SecurityProtocol`]) and SASL ([`sasl`]), the [`Metadata`] cache,
+//!   coordinator lookup.
+//! - [`Consumer`] ([`ConsumerBuilder`]): a member that fetches, tracks positions and commits;
+//!   [`Producer`] ([`ProducerBuilder`]); [`Admin`]: topics, groups, offsets.
+//! - [`GroupMember`] ([`MemberBuilder`]): membership alone, with its heartbeat thread and
+//!   [`GroupEvent`]s; [`Assignor`]s. A static member restarting within its session timeout
+//!   gets its partitions back without a rebalance.
+//! - [`Error`]: what failed, keeping its cause ([`Timeout`], [`KafkaCode`]: the broker's error
+//!   codes).
+//!
+//! The root is the API this crate keeps stable. [`unstable`] is for tools, tests and
+//! benchmarks and is not covered by semver: the generated protocol messages and their codecs,
+//! record batches, raw connections and requests.
 //!
 //! ```no_run
 //! use kafka_group::Client;
@@ -39,8 +45,9 @@
 //! The codecs refuse to drop what a version cannot carry:
 //!
 //! ```
-//! use kafka_group::protocol::messages::JoinGroupRequest;
-//! use kafka_group::protocol::{EncodeError, Message};
+//! use kafka_group::unstable::protocol::messages::JoinGroupRequest;
+//! use kafka_group::unstable::protocol::Message;
+//! use kafka_group::EncodeError;
 //!
 //! let join = JoinGroupRequest {
 //!     group_id: "batch-jobs".into(),
@@ -58,6 +65,8 @@
 // `unsafe impl`; everything else stays free of unsafe code in tests too.
 #![cfg_attr(test, deny(unsafe_code))]
 #![deny(missing_docs)]
+// Every type a public signature mentions can be named from the root or `unstable`.
+#![warn(unnameable_types)]
 
 // The README's Rust examples are compiled (and run unless marked no_run) as doc tests.
 #[cfg(doctest)]
@@ -71,13 +80,14 @@ mod code;
 mod consumer;
 mod deadline;
 mod error;
-pub mod group;
+mod group;
 mod names;
-pub mod net;
-pub mod producer;
-pub mod protocol;
-pub mod records;
+mod net;
+mod producer;
+mod protocol;
+mod records;
 mod retry;
+pub mod unstable;
 
 pub use admin::{
     Admin, GroupDescription, ListedGroup, MemberDescription, NewTopic, OffsetSpec, PartitionLag,
@@ -87,5 +97,13 @@ pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, Top
 pub use code::KafkaCode;
 pub use consumer::{Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetReset, Polled};
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
+pub use group::{
+    Assignment, Assignor, Generation, GroupEvent, GroupMember, MemberBuilder, MemberMetrics, MemberState,
+    MemberSubscription, OldBrokerPolicy, RangeAssignor, RoundRobinAssignor, Subscription, TopicPartition,
+};
+pub use net::sasl;
 pub use net::{EndpointIdentification, SecurityProtocol};
 pub use producer::{Acks, Producer, ProducerBuilder, ProducerRecord};
+// Protocol and record types that public signatures and `Error` variants carry.
+pub use protocol::{ApiKey, DecodeError, EncodeError, Uuid, VersionRange};
+pub use records::{Compression, RecordsError};

@@ -2,11 +2,11 @@
 //! shared by both so that they measure the same inputs.
 
 use bytes::Bytes;
-use kafka_group::protocol::messages::{
+use kafka_group::unstable::protocol::messages::{
     fetch_response, join_group_request, join_group_response, metadata_response, FetchResponse,
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, MetadataResponse,
 };
-use kafka_group::protocol::{Message, Segments, Uuid};
+use kafka_group::unstable::protocol::{Message, Segments, Uuid};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::fmt::Debug;
 

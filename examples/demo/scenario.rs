@@ -8,8 +8,8 @@
 //! Lines start with the phase (`quick restart:`, `slow restart:`, `summary:`) and carry plain
 //! numbers, so the output can be grepped.
 
-use kafka_group::group::{GroupEvent, TopicPartition};
 use kafka_group::{Client, Consumer, NewTopic, OffsetReset, ProducerRecord};
+use kafka_group::{GroupEvent, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

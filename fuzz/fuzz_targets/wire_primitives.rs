@@ -4,8 +4,8 @@
 #![no_main]
 
 use bytes::Bytes;
-use kafka_group::protocol::wire::*;
-use kafka_group::protocol::{DecodeError, Decoder, UnknownTaggedFields, Uuid};
+use kafka_group::unstable::protocol::wire::*;
+use kafka_group::unstable::protocol::{DecodeError, Decoder, UnknownTaggedFields, Uuid};
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeMap;

@@ -5,8 +5,8 @@
 //! byte ranges over every version of the message plus one below and one above, so the fuzzer
 //! also checks that an unsupported version is refused rather than decoded.
 
-use kafka_group::protocol::messages::*;
-use kafka_group::protocol::{DecodeError, Decoder, Message, Request, Sample, SampleGen, VersionRange};
+use kafka_group::unstable::protocol::messages::*;
+use kafka_group::unstable::protocol::{DecodeError, Decoder, Message, Request, Sample, SampleGen, VersionRange};
 use std::fmt::Debug;
 use std::ops::Range;
 

@@ -98,7 +98,7 @@ pub enum GroupEvent {
 /// error from the join instead of assigning the other topics, and joins again at the next call.
 ///
 /// ```no_run
-/// use kafka_group::group::GroupEvent;
+/// use kafka_group::GroupEvent;
 /// use kafka_group::Client;
 /// use std::time::Duration;
 ///

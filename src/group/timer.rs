@@ -30,7 +30,9 @@ impl HeartbeatTimer {
         }
     }
 
-    /// Restarts the session clock (a new generation was joined).
+    /// Restarts the session clock (a new generation was joined). The heartbeat thread makes a
+    /// new timer for each generation instead; the tests use this to replay one timer.
+    #[cfg(test)]
     pub fn reset(&mut self, now: Instant) {
         self.next_send = at(now, self.interval);
         self.last_success = now;
@@ -78,7 +80,8 @@ impl HeartbeatTimer {
         now >= self.session_deadline()
     }
 
-    /// Time since the last successful heartbeat (or join).
+    /// Time since the last successful heartbeat (or join); only the tests ask.
+    #[cfg(test)]
     pub fn since_last_success(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.last_success)
     }

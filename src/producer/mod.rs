@@ -1,27 +1,4 @@
-//! A simple, blocking [`Producer`]: enough for batch jobs, tests and demos.
-//!
-//! [`Producer::send`] only appends a record to its partition's pending batch; the network is
-//! touched when a batch reaches `batch.size` (then every pending batch led by the same broker
-//! goes out in one ProduceRequest, the way Java's sender drains a ready node), when `linger.ms`
-//! has passed, and at [`Producer::flush`], which sends everything and waits for the
-//! acknowledgements. Requests to different brokers run in parallel, one per broker at a time;
-//! a partition never has more than one batch in flight, so records of a partition are written
-//! in the order they were sent, retries included.
-//!
-//! Partitioning follows Java's default partitioner: an explicit partition wins, a key picks
-//! `toPositive(murmur2(key)) % partitions` (so the same key lands on the same partition as
-//! with the Java client), and records without a key stick to one available partition until
-//! its batch is full (KIP-480).
-//!
-//! Errors are handled per partition: `NOT_LEADER_OR_FOLLOWER`, `LEADER_NOT_AVAILABLE`,
-//! `UNKNOWN_TOPIC_OR_PARTITION` (and the other codes Kafka marks as stale metadata) refresh the
-//! metadata and retry; other retriable codes retry after `retry.backoff.ms`; both stop at
-//! `retries` or `delivery.timeout.ms`. A lost connection also refreshes and retries. Delivery
-//! is at least once: a batch whose acknowledgement was lost is sent again (idempotence, which
-//! needs InitProducerId, is not implemented).
-//!
-//! Brokers before 0.11 (Produce below v3) get legacy message sets: magic 1 for Produce v2,
-//! magic 0 for v0 and v1; record headers need Produce v3 and zstd Produce v7.
+//! The [`Producer`]; its behaviour is documented there.
 //!
 //! Inside, one file a job: `record` ([`ProducerRecord`], [`Acks`]), `partitioner` (murmur2),
 //! `config` and `builder` (settings, checked before any network call), `accumulator` (pending
@@ -29,19 +6,6 @@
 //! `request` (Produce requests packed below `max.request.size` and answers read per
 //! partition; pure), `sender` (each leader's requests on the network). This file ties them
 //! together: send, flush, retries.
-//!
-//! ```no_run
-//! use kafka_group::producer::{Acks, ProducerRecord};
-//! use kafka_group::Client;
-//!
-//! let client = Client::builder().bootstrap_servers("localhost:9092").build()?;
-//! let mut producer = client.producer().acks(Acks::All).build()?;
-//! producer.send(ProducerRecord::new("events", "hello").key("user-1"))?;
-//! for (tp, offset) in producer.flush()? {
-//!     println!("{}-{} starts at {offset}", tp.topic, tp.partition);
-//! }
-//! # Ok::<(), kafka_group::Error>(())
-//! ```
 
 mod accumulator;
 mod builder;
@@ -52,9 +16,9 @@ mod request;
 mod sender;
 
 pub use builder::ProducerBuilder;
-pub use partitioner::{key_partition, murmur2};
+pub use partitioner::key_partition;
 pub use record::{Acks, ProducerRecord};
-pub use request::magic_for;
+use request::magic_for;
 
 use crate::client::{topic_denied, Client};
 use crate::error::{Error, Result};
@@ -86,7 +50,43 @@ type Prepared = (
     Vec<(TopicPartition, LastError)>,
 );
 
-/// A blocking producer: see the [module documentation](self).
+/// A simple, blocking producer: enough for batch jobs, tests and demos.
+///
+/// [`Producer::send`] only appends a record to its partition's pending batch; the network is
+/// touched when a batch reaches `batch.size` (then every pending batch led by the same broker
+/// goes out in one ProduceRequest, the way Java's sender drains a ready node), when `linger.ms`
+/// has passed, and at [`Producer::flush`], which sends everything and waits for the
+/// acknowledgements. Requests to different brokers run in parallel, one per broker at a time;
+/// a partition never has more than one batch in flight, so records of a partition are written
+/// in the order they were sent, retries included.
+///
+/// Partitioning follows Java's default partitioner: an explicit partition wins, a key picks
+/// `toPositive(murmur2(key)) % partitions` (so the same key lands on the same partition as
+/// with the Java client), and records without a key stick to one available partition until
+/// its batch is full (KIP-480).
+///
+/// Errors are handled per partition: `NOT_LEADER_OR_FOLLOWER`, `LEADER_NOT_AVAILABLE`,
+/// `UNKNOWN_TOPIC_OR_PARTITION` (and the other codes Kafka marks as stale metadata) refresh the
+/// metadata and retry; other retriable codes retry after `retry.backoff.ms`; both stop at
+/// `retries` or `delivery.timeout.ms`. A lost connection also refreshes and retries. Delivery
+/// is at least once: a batch whose acknowledgement was lost is sent again (idempotence, which
+/// needs InitProducerId, is not implemented).
+///
+/// Brokers before 0.11 (Produce below v3) get legacy message sets: magic 1 for Produce v2,
+/// magic 0 for v0 and v1; record headers need Produce v3 and zstd Produce v7.
+///
+/// ```no_run
+/// use kafka_group::{Acks, ProducerRecord};
+/// use kafka_group::Client;
+///
+/// let client = Client::builder().bootstrap_servers("localhost:9092").build()?;
+/// let mut producer = client.producer().acks(Acks::All).build()?;
+/// producer.send(ProducerRecord::new("events", "hello").key("user-1"))?;
+/// for (tp, offset) in producer.flush()? {
+///     println!("{}-{} starts at {offset}", tp.topic, tp.partition);
+/// }
+/// # Ok::<(), kafka_group::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Producer {
     client: Client,

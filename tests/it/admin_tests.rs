@@ -2,7 +2,7 @@
 //! deletion report the topic, unknown groups describe as `Dead`, group listing works.
 
 use crate::support;
-use kafka_group::protocol::ApiKey;
+use kafka_group::ApiKey;
 use kafka_group::{Client, Error, KafkaCode, NewTopic};
 use std::time::Duration;
 
@@ -123,7 +123,7 @@ fn removing_an_unknown_instance_reports_it_per_member() {
 /// 0.10.0 protocol (OffsetFetch v1 must name the topics, ListOffsets v0).
 fn offsets_and_lag(direct: &Client, via: &Client, old: bool) {
     use crate::consumer_tests::{consume, produce};
-    use kafka_group::group::TopicPartition;
+    use kafka_group::TopicPartition;
     use kafka_group::{OffsetReset, OffsetSpec, PartitionLag};
     use std::collections::BTreeMap;
 
@@ -229,7 +229,7 @@ fn group_offsets_and_lag_on_kafka_0_10_0_protocol() {
 fn describe_shows_static_members_and_removal_rebalances_at_once() {
     use crate::group_tests::{converged, member_builder, three_converged, topic_with_partitions, Running};
     use crate::support::wait_for;
-    use kafka_group::group::TopicPartition;
+    use kafka_group::TopicPartition;
     use std::collections::BTreeSet;
     use std::time::Instant;
 

@@ -12,17 +12,17 @@ use crate::support::java;
 use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted};
 use crate::support::secure::{self, BOB, BOB_PREFIX, PEEK_PREFIX};
 use crate::support::{unique_name, wait_for};
-use kafka_group::group::{MemberState, TopicPartition};
-use kafka_group::net::sasl::{Mechanism, Secret};
-use kafka_group::protocol::messages::list_groups_response::ListedGroup as WireGroup;
-use kafka_group::protocol::messages::metadata_response::MetadataResponseBroker;
-use kafka_group::protocol::messages::{
+use kafka_group::sasl::{Mechanism, Secret};
+use kafka_group::unstable::protocol::messages::list_groups_response::ListedGroup as WireGroup;
+use kafka_group::unstable::protocol::messages::metadata_response::MetadataResponseBroker;
+use kafka_group::unstable::protocol::messages::{
     ListGroupsRequest, ListGroupsResponse, MetadataRequest, MetadataResponse, ResponseHeader,
 };
-use kafka_group::protocol::{ApiKey, Message, Request};
+use kafka_group::unstable::protocol::{ApiKey, Message, Request};
 use kafka_group::{
     Client, Error, KafkaCode, NewTopic, OffsetReset, OffsetSpec, ProducerRecord, Resource, SecurityProtocol,
 };
+use kafka_group::{MemberState, TopicPartition};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

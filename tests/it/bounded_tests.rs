@@ -11,9 +11,9 @@
 use crate::group_tests::{client, member_builder, static_member, topic_with_partitions, SESSION};
 use crate::support::proxy::Proxy;
 use crate::support::{broker, unique_name};
-use kafka_group::group::{GroupEvent, MemberState};
-use kafka_group::protocol::ApiKey;
+use kafka_group::ApiKey;
 use kafka_group::{Client, Error, Timeout};
+use kafka_group::{GroupEvent, MemberState};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 

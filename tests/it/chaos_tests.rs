@@ -26,7 +26,7 @@ use crate::support::checker::{self, Checker, MemberLog, Sampler};
 use crate::support::proxy::{self, Proxy};
 use crate::support::rng::seed_from_env;
 use crate::support::{broker, create_topic, unique_name};
-use kafka_group::group::{Assignment, Assignor, MemberSubscription, RangeAssignor, TopicPartition};
+use kafka_group::{Assignment, Assignor, MemberSubscription, RangeAssignor, TopicPartition};
 use kafka_group::{Client, Consumer, Error, OffsetReset, OffsetSpec, ProducerRecord};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};

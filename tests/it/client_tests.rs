@@ -5,8 +5,9 @@ use crate::group_tests::failover_client;
 use crate::support::broker;
 use crate::support::proxy::{self, Proxy};
 use crate::support::unique_name;
-use kafka_group::net::{Connection, ConnectionConfig, STATIC_MEMBERSHIP};
-use kafka_group::protocol::ApiKey;
+use kafka_group::unstable::RawClient;
+use kafka_group::unstable::{Connection, ConnectionConfig, STATIC_MEMBERSHIP};
+use kafka_group::ApiKey;
 use kafka_group::{Client, Error};
 use std::time::{Duration, Instant};
 

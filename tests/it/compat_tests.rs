@@ -20,9 +20,10 @@
 use crate::consumer_tests::{builder, consume};
 use crate::group_tests::{self, client, converged, failover_client, member_builder, static_member, Running};
 use crate::support::{broker, unique_name, wait_for};
-use kafka_group::group::{GroupEvent, OldBrokerPolicy, TopicPartition};
-use kafka_group::records::Compression;
+use kafka_group::unstable::RawClient;
+use kafka_group::Compression;
 use kafka_group::{Client, Error, NewTopic, OffsetSpec, ProducerRecord};
+use kafka_group::{GroupEvent, OldBrokerPolicy, TopicPartition};
 use std::time::Duration;
 
 /// The release under test as numbers: `0.10.0.1` → `[0, 10, 0]`, `2.3.1` → `[2, 3, 1]`.
@@ -427,14 +428,14 @@ fn table_name() -> String {
 #[test]
 fn compat_api_versions_are_the_release_table() {
     let name = table_name();
-    let Some(row) = kafka_group::net::releases::by_name(&name) else {
+    let Some(row) = kafka_group::unstable::releases::by_name(&name) else {
         not_applicable(
             "compat_api_versions_are_the_release_table",
             &format!("{name} is newer than the table"),
         );
         return;
     };
-    let tracked: std::collections::BTreeSet<i16> = kafka_group::net::releases::all()
+    let tracked: std::collections::BTreeSet<i16> = kafka_group::unstable::releases::all()
         .iter()
         .flat_map(|r| r.apis.keys().copied())
         .collect();
@@ -443,13 +444,13 @@ fn compat_api_versions_are_the_release_table() {
     let client = client(broker::shared().bootstrap());
     let meta = client.refresh_metadata(Some(&[])).unwrap();
     let id = *meta.brokers.keys().next().unwrap();
-    let got: std::collections::BTreeMap<i16, kafka_group::protocol::VersionRange> = client
+    let got: std::collections::BTreeMap<i16, kafka_group::VersionRange> = client
         .broker_versions(id)
         .unwrap()
         .into_iter()
         .filter(|(k, _)| follow(k))
         .collect();
-    let want: std::collections::BTreeMap<i16, kafka_group::protocol::VersionRange> = row
+    let want: std::collections::BTreeMap<i16, kafka_group::VersionRange> = row
         .apis
         .iter()
         .filter(|(k, _)| follow(k))
@@ -494,7 +495,7 @@ mod cli {
         assert_eq!(run.code, 0, "{}", run.stderr);
         let doc = json(&run);
         let want = expected_release();
-        let known = kafka_group::net::releases::all()
+        let known = kafka_group::unstable::releases::all()
             .iter()
             .any(|r| r.version() == want);
         for broker in doc["brokers"].as_array().unwrap() {
@@ -504,7 +505,7 @@ mod cli {
             } else {
                 // Newer than the table (4.3+): the newest known release, never an older one,
                 // and said not to be an exact match unless the tables are the same.
-                let newest = kafka_group::net::releases::all().last().unwrap().version();
+                let newest = kafka_group::unstable::releases::all().last().unwrap().version();
                 assert_eq!(named, newest, "{broker}");
                 assert_ne!(broker["release_match"], "unknown", "{broker}");
                 eprintln!(
@@ -609,8 +610,8 @@ mod secure {
     use super::*;
     use crate::reauth_tests::{self, at_least, at_most, member_runs, scram512, HEARTBEAT, REAUTH};
     use crate::support::secure::{self as support, SecureBroker, ADMIN};
-    use kafka_group::net::sasl::{Mechanism, Secret};
-    use kafka_group::protocol::ApiKey;
+    use kafka_group::sasl::{Mechanism, Secret};
+    use kafka_group::ApiKey;
     use kafka_group::SecurityProtocol;
     use std::sync::OnceLock;
 

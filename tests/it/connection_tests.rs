@@ -1,9 +1,9 @@
 //! Connection error paths against a scripted broker: KIP-511 and hostile frames.
 
 use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted, Seen};
-use kafka_group::net::{Connection, ConnectionConfig};
-use kafka_group::protocol::messages::HeartbeatRequest;
-use kafka_group::protocol::ApiKey;
+use kafka_group::unstable::protocol::messages::HeartbeatRequest;
+use kafka_group::unstable::{Connection, ConnectionConfig};
+use kafka_group::ApiKey;
 use kafka_group::{Error, KafkaCode, ProtocolViolation, Timeout};
 use std::time::Duration;
 

@@ -6,12 +6,13 @@ use crate::group_tests::{client, failover_client, topic_with_partitions, HEARTBE
 use crate::support::proxy::{self, Proxy};
 use crate::support::{broker, create_topic, unique_name, wait_for};
 use bytes::Bytes;
-use kafka_group::group::{GroupEvent, TopicPartition};
-use kafka_group::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_group::protocol::messages::ProduceRequest;
-use kafka_group::protocol::ApiKey;
-use kafka_group::records::{self, Compression, NewRecord};
+use kafka_group::unstable::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_group::unstable::protocol::messages::ProduceRequest;
+use kafka_group::unstable::records::{self, Compression, NewRecord};
+use kafka_group::unstable::RawClient;
+use kafka_group::ApiKey;
 use kafka_group::{Client, Consumer, ConsumerRecord, Error, KafkaCode, OffsetReset, Polled};
+use kafka_group::{GroupEvent, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,8 @@
 //! Group membership against a real broker: static restarts, eviction, fencing, dynamic joins.
 
 use crate::support::{broker, create_topic, thread_names, unique_name, wait_for};
-use kafka_group::group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
 use kafka_group::{Client, ClientBuilder, Consumer, Error, KafkaCode};
+use kafka_group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -502,7 +502,7 @@ mod through_the_proxy {
 
     use super::*;
     use crate::support::proxy::{self, Proxy};
-    use kafka_group::group::OldBrokerPolicy;
+    use kafka_group::OldBrokerPolicy;
 
     fn legacy_client() -> Client {
         client(&broker::shared_legacy().to_string())
@@ -566,7 +566,7 @@ mod through_the_proxy {
         let releases: Vec<&str> = proxy::releases()
             .into_iter()
             .filter(|r| {
-                kafka_group::net::releases::by_name(r)
+                kafka_group::unstable::releases::by_name(r)
                     .is_some_and(|x| x.range(11).is_some_and(|v| v.max >= 5))
             })
             .collect();

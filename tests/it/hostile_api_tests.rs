@@ -11,11 +11,11 @@
 use crate::support::proxy::{self, Proxy};
 use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted};
 use crate::support::{broker, create_topic, unique_name};
-use kafka_group::group::MemberBuilder;
-use kafka_group::group::TopicPartition;
-use kafka_group::protocol::messages::metadata_response::MetadataResponseBroker;
-use kafka_group::protocol::messages::{MetadataRequest, MetadataResponse, ResponseHeader};
-use kafka_group::protocol::{ApiKey, Message, Request};
+use kafka_group::unstable::protocol::messages::metadata_response::MetadataResponseBroker;
+use kafka_group::unstable::protocol::messages::{MetadataRequest, MetadataResponse, ResponseHeader};
+use kafka_group::unstable::protocol::{ApiKey, Message, Request};
+use kafka_group::MemberBuilder;
+use kafka_group::TopicPartition;
 use kafka_group::{
     Client, ClientBuilder, ConsumerBuilder, Error, NewTopic, OffsetReset, OffsetSpec, ProducerBuilder,
     ProducerRecord,

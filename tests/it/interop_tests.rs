@@ -18,7 +18,7 @@ use crate::group_tests::{client, converged, static_member, topic_with_partitions
 use crate::support::java::Java;
 use crate::support::process::{Process, Record};
 use crate::support::{broker, kcat, unique_name, wait_for};
-use kafka_group::group::MemberState;
+use kafka_group::MemberState;
 use kafka_group::{Admin, Client, GroupDescription, MemberDescription};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -524,7 +524,7 @@ mod compression {
 
     use super::*;
     use bytes::Bytes;
-    use kafka_group::records::Compression;
+    use kafka_group::Compression;
     use kafka_group::{ConsumerRecord, OffsetReset, ProducerRecord};
 
     const COMPRESSIONS: [(&str, Compression); 5] = [

@@ -8,10 +8,10 @@
 
 use crate::support::proxy::{self, Proxy};
 use crate::support::{create_topic, unique_name, wait_for};
-use kafka_group::group::GroupEvent;
-use kafka_group::producer::{Acks, ProducerRecord};
-use kafka_group::protocol::ApiKey;
+use kafka_group::ApiKey;
 use kafka_group::Client;
+use kafka_group::GroupEvent;
+use kafka_group::{Acks, ProducerRecord};
 use std::time::{Duration, Instant};
 
 const RELEASE: &str = "kraft-4.0";

@@ -4,10 +4,11 @@
 //! would see.
 
 use crate::support::secure::{self, ADMIN};
-use kafka_group::net::sasl::{Mechanism, Secret};
-use kafka_group::net::Connection;
-use kafka_group::protocol::messages::MetadataRequest;
-use kafka_group::protocol::ApiKey;
+use kafka_group::sasl::{Mechanism, Secret};
+use kafka_group::unstable::protocol::messages::MetadataRequest;
+use kafka_group::unstable::Connection;
+use kafka_group::unstable::RawClient;
+use kafka_group::ApiKey;
 use kafka_group::{Client, ClientBuilder, Error, SecurityProtocol};
 use std::time::{Duration, Instant};
 

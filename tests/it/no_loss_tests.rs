@@ -9,7 +9,8 @@ use crate::group_tests::{client, topic_with_partitions};
 use crate::support::checker::{self, Checker, MemberLog};
 use crate::support::rng::Rng;
 use crate::support::{broker, unique_name, wait_for};
-use kafka_group::producer::{key_partition, ProducerRecord};
+use kafka_group::unstable::key_partition;
+use kafka_group::ProducerRecord;
 use kafka_group::{Client, Consumer, Error};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -266,7 +267,7 @@ fn static_members_restarted_at_random_lose_nothing() {
     // The last polls' commits land shortly after their records were processed.
     let expected_committed: BTreeMap<_, _> = expected
         .iter()
-        .map(|(p, n)| (kafka_group::group::TopicPartition::new(topic.clone(), *p), *n))
+        .map(|(p, n)| (kafka_group::TopicPartition::new(topic.clone(), *p), *n))
         .collect();
     wait_for("every offset committed", Duration::from_secs(30), || {
         sampler.latest() == expected_committed

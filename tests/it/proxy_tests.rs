@@ -6,10 +6,10 @@
 use crate::support::proxy::{self, Proxy};
 use crate::support::wire::{self, WireClient};
 use crate::support::{thread_names, wait_for};
-use kafka_group::protocol::messages::{
+use kafka_group::unstable::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
 };
-use kafka_group::protocol::ApiKey;
+use kafka_group::ApiKey;
 use kafka_group::KafkaCode;
 use std::collections::BTreeMap;
 use std::io;
@@ -161,7 +161,7 @@ fn request_above_release_max_closes_the_connection() {
     let mut client = WireClient::connect(proxy.addr()).unwrap();
     client
         .send(
-            &kafka_group::protocol::messages::CreateTopicsRequest::default(),
+            &kafka_group::unstable::protocol::messages::CreateTopicsRequest::default(),
             0,
         )
         .unwrap();

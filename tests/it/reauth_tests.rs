@@ -5,9 +5,9 @@
 
 use crate::support::secure::{self, SecureBroker, ADMIN};
 use crate::support::unique_name;
-use kafka_group::group::{GroupEvent, MemberMetrics};
-use kafka_group::net::sasl::{Mechanism, Secret, Token, TokenProvider, UnsecuredJwsProvider};
+use kafka_group::sasl::{Mechanism, Secret, Token, TokenProvider, UnsecuredJwsProvider};
 use kafka_group::{Client, ClientBuilder, NewTopic, OffsetReset, ProducerRecord, SecurityProtocol};
+use kafka_group::{GroupEvent, MemberMetrics};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

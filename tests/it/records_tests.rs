@@ -5,12 +5,13 @@
 //! wrappers included, for the legacy decoder.
 
 use crate::support::{self, broker, proxy::Proxy};
-use kafka_group::net::Connection;
-use kafka_group::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_group::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_group::protocol::messages::{FetchRequest, ProduceRequest};
-use kafka_group::protocol::{ApiKey, Uuid};
-use kafka_group::records::{self, Compression, DecodeLimits, Decoded, NewRecord};
+use kafka_group::unstable::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_group::unstable::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_group::unstable::protocol::messages::{FetchRequest, ProduceRequest};
+use kafka_group::unstable::protocol::{ApiKey, Uuid};
+use kafka_group::unstable::records::{self, Compression, DecodeLimits, Decoded, NewRecord};
+use kafka_group::unstable::Connection;
+use kafka_group::unstable::RawClient;
 use kafka_group::{Client, KafkaCode};
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -6,7 +6,7 @@
 
 use crate::support::secure::{self, ADMIN};
 use crate::support::{create_topic, unique_name};
-use kafka_group::net::sasl::{Mechanism, Secret};
+use kafka_group::sasl::{Mechanism, Secret};
 use kafka_group::{Client, Error, OffsetReset, SecurityProtocol};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

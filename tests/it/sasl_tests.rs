@@ -3,13 +3,14 @@
 //! rules are unit-tested in `src/net/sasl`.
 
 use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted, Seen};
-use kafka_group::net::sasl::{Mechanism, Secret};
-use kafka_group::net::Connection;
-use kafka_group::protocol::messages::{
+use kafka_group::sasl::{Mechanism, Secret};
+use kafka_group::unstable::protocol::messages::{
     MetadataRequest, MetadataResponse, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
     SaslHandshakeRequest, SaslHandshakeResponse,
 };
-use kafka_group::protocol::{ApiKey, Message, Request};
+use kafka_group::unstable::protocol::{ApiKey, Message, Request};
+use kafka_group::unstable::Connection;
+use kafka_group::unstable::RawClient;
 use kafka_group::{Client, Error, SecurityProtocol};
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use crate::support::java::Java;
 use crate::support::process::Record;
 use crate::support::secure::{self, SecureBroker, ADMIN};
 use crate::support::{create_topic, rdkafka, unique_name};
-use kafka_group::net::sasl::{Mechanism, Secret};
+use kafka_group::sasl::{Mechanism, Secret};
 use kafka_group::{Client, OffsetReset, ProducerRecord, SecurityProtocol};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -6,11 +6,11 @@
 
 use crate::support::secure::{self, SecureBroker, ALICE};
 use crate::support::{unique_name, wait_for};
-use kafka_group::group::{GroupEvent, MemberState, TopicPartition};
-use kafka_group::net::sasl::{Mechanism, Secret, UnsecuredJwsProvider};
+use kafka_group::sasl::{Mechanism, Secret, UnsecuredJwsProvider};
 use kafka_group::{
     Client, ClientBuilder, Consumer, Error, NewTopic, OffsetReset, ProducerRecord, SecurityProtocol,
 };
+use kafka_group::{GroupEvent, MemberState, TopicPartition};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;

@@ -5,7 +5,8 @@
 use crate::support::broker;
 use crate::support::certs::{server_config, Ca};
 use crate::support::scripted::{api_versions_frame, full_table, Reply, Scripted};
-use kafka_group::net::{Connection, ConnectionConfig};
+use kafka_group::unstable::RawClient;
+use kafka_group::unstable::{Connection, ConnectionConfig};
 use kafka_group::{Client, ClientBuilder, EndpointIdentification, Error, SecurityProtocol};
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -4,9 +4,10 @@
 
 use crate::output::{Json, Table};
 use crate::{Ctx, Failure, BROKER};
-use kafka_group::net::releases::{self, ReleaseMatch};
-use kafka_group::net::versions::{self, BrokerVersions};
-use kafka_group::protocol::{ApiKey, VersionRange};
+use kafka_group::unstable::protocol::{ApiKey, VersionRange};
+use kafka_group::unstable::releases::{self, ReleaseMatch};
+use kafka_group::unstable::versions::{self, BrokerVersions};
+use kafka_group::unstable::RawClient;
 use kafka_group::Broker;
 
 /// Show each broker's API versions and the Kafka release it matches.

@@ -3,7 +3,7 @@
 
 use crate::output::{Json, Table};
 use crate::{Ctx, Failure, NOT_FOUND};
-use kafka_group::group::{Assignment, TopicPartition};
+use kafka_group::{Assignment, TopicPartition};
 use kafka_group::{GroupDescription, MemberDescription, PartitionLag};
 use std::collections::BTreeMap;
 

@@ -3,9 +3,9 @@
 
 use crate::output::Json;
 use crate::{Ctx, Failure};
-use kafka_group::group::action::{classify, GroupAction};
-use kafka_group::group::{GroupEvent, TopicPartition};
+use kafka_group::unstable::{classify, GroupAction};
 use kafka_group::{ConsumerRecord, Error, OffsetReset};
+use kafka_group::{GroupEvent, TopicPartition};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,7 @@
 //! The JSON written here is a handful of objects, arrays, strings and integers; a tiny writer
 //! keeps the crate free of a serde dependency for that.
 
-use kafka_group::group::TopicPartition;
+use kafka_group::TopicPartition;
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
 

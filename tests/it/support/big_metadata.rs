@@ -11,16 +11,19 @@
 // Each user takes the parts it needs.
 #![allow(dead_code)]
 
-use kafka_group::protocol::messages::api_versions_response::ApiVersion;
-use kafka_group::protocol::messages::metadata_response::{
+use kafka_group::unstable::protocol::messages::api_versions_response::ApiVersion;
+use kafka_group::unstable::protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_group::protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_group::protocol::messages::{
+use kafka_group::unstable::protocol::messages::produce_response::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_group::unstable::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     ProduceResponse, RequestHeader, ResponseHeader,
 };
-use kafka_group::protocol::{ApiKey, Decoder, Message, Request, Uuid};
+use kafka_group::unstable::protocol::{ApiKey, Decoder, Message, Request, Uuid};
+use kafka_group::unstable::RawClient;
 use kafka_group::{Client, Producer, ProducerRecord};
 use std::collections::HashMap;
 use std::io::{Read, Write};

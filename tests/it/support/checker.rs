@@ -9,7 +9,7 @@
 //! # What is counted, precisely
 //!
 //! A *run* is one consumer incarnation's hold on one partition, from the poll that returned its
-//! [`GroupEvent::Assigned`](kafka_group::group::GroupEvent) to the next assignment or
+//! [`GroupEvent::Assigned`](kafka_group::GroupEvent) to the next assignment or
 //! revocation. Its *floor* is the partition's committed offset when it started: the highest of
 //! what the broker said at the assignment ([`MemberLog::assigned`] takes the consumer's
 //! `committed()` answer) and what the checker saw committed successfully so far (no commit: 0,
@@ -43,8 +43,8 @@
 //! those are two offsets with one id. They are reported (`log duplicates`), not failures: the
 //! consumer-side counts work per offset.
 
-use kafka_group::group::TopicPartition;
-use kafka_group::protocol::ApiKey;
+use kafka_group::ApiKey;
+use kafka_group::TopicPartition;
 use kafka_group::{Client, ConsumerRecord, Error, KafkaCode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;

@@ -47,7 +47,7 @@ pub fn create_topic(client: &Client, prefix: &str, partitions: i32, replication:
     );
     match created {
         Err(kafka_group::Error::UnsupportedVersion {
-            api: kafka_group::protocol::ApiKey::CreateTopics,
+            api: kafka_group::ApiKey::CreateTopics,
             broker: None,
             ..
         }) if replication == 1 => broker::shared().create_topic_with_zookeeper(&name, partitions),

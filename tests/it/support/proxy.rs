@@ -20,13 +20,13 @@
 use super::broker;
 use super::rng::Rng;
 use super::wire::WireClient;
-use kafka_group::protocol::messages::api_versions_response::ApiVersion;
-use kafka_group::protocol::messages::{
+use kafka_group::unstable::protocol::messages::api_versions_response::ApiVersion;
+use kafka_group::unstable::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     RequestHeader, ResponseHeader,
 };
-use kafka_group::protocol::{ApiKey, Decoder, KafkaStr, Message, Request};
+use kafka_group::unstable::protocol::{ApiKey, Decoder, KafkaStr, Message, Request};
 use kafka_group::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Write};

@@ -1,9 +1,9 @@
 //! A scripted fake broker for exact error paths a real broker never takes (hostile frames,
 //! KIP-511 edge cases). It never stands in for a real broker in a feature test.
 
-use kafka_group::protocol::messages::api_versions_response::ApiVersion;
-use kafka_group::protocol::messages::{ApiVersionsResponse, RequestHeader};
-use kafka_group::protocol::{Decoder, Message};
+use kafka_group::unstable::protocol::messages::api_versions_response::ApiVersion;
+use kafka_group::unstable::protocol::messages::{ApiVersionsResponse, RequestHeader};
+use kafka_group::unstable::protocol::{Decoder, Message};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -227,7 +227,7 @@ pub fn api_versions_frame(
 
 /// A table that supports everything the client has (for tests past the handshake).
 pub fn full_table() -> Vec<(i16, i16, i16)> {
-    kafka_group::protocol::ApiKey::ALL
+    kafka_group::ApiKey::ALL
         .iter()
         .map(|a| (a.key(), a.versions().min, a.versions().max))
         .collect()

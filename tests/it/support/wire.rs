@@ -1,8 +1,8 @@
 //! A bare Kafka connection for tests that need to see exactly what goes over the wire: one
 //! request at a time, framed with the crate's own codecs, no negotiation and no retries.
 
-use kafka_group::protocol::messages::{RequestHeader, ResponseHeader};
-use kafka_group::protocol::{Decoder, Message, Request};
+use kafka_group::unstable::protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_group::unstable::protocol::{Decoder, Message, Request};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
