@@ -8,6 +8,8 @@
 
 mod assign;
 mod metadata_watch;
+#[cfg(test)]
+mod scripted;
 
 use super::action::{classify, GroupAction};
 use super::assignment::{Assignment, Subscription, TopicPartition};

@@ -42,7 +42,9 @@ use crate::net::connection::{ConnectionConfig, Interrupter};
 use crate::net::versions::BrokerVersions;
 use crate::net::wire::{Dialer, Outgoing, RawPending, Wire};
 use crate::protocol::messages::find_coordinator_response::Coordinator;
-use crate::protocol::messages::metadata_response::MetadataResponseBroker;
+use crate::protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use crate::protocol::messages::{
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
 };
@@ -116,6 +118,8 @@ struct State {
     /// Connections opened before this epoch are broken.
     broken_before: u64,
     connections: u64,
+    /// Topics [`Script::cluster`] answers with (name → partition count).
+    topics: HashMap<String, i32>,
 }
 
 /// A scripted broker; see the [module](self). Cheap to clone: clones share the script.
@@ -154,6 +158,7 @@ impl Script {
                 refusals: VecDeque::new(),
                 broken_before: 0,
                 connections: 0,
+                topics: HashMap::new(),
             })),
         }
     }
@@ -220,13 +225,24 @@ impl Script {
     }
 
     /// Answers Metadata with these brokers (`(id, host, port)`), broker 0 or the first as
-    /// controller, and whatever topics were asked for as unknown.
+    /// controller, the topics set with [`topic`](Self::topic) that were asked for (every
+    /// partition led by the first broker), and other topics asked for as unknown (left out).
     pub(crate) fn cluster(&self, brokers: &[(i32, &str, i32)]) -> &Self {
         let brokers: Vec<(i32, String, i32)> = brokers
             .iter()
             .map(|(id, h, p)| (*id, h.to_string(), *p))
             .collect();
-        self.on::<MetadataRequest>(move |_, _| {
+        let script = self.clone();
+        self.on::<MetadataRequest>(move |req, _| {
+            let leader = brokers.first().map_or(-1, |b| b.0);
+            let known = lock(&script.state).topics.clone();
+            let asked: Vec<String> = match &req.topics {
+                Some(ts) => ts
+                    .iter()
+                    .filter_map(|t| t.name.as_deref().map(str::to_string))
+                    .collect(),
+                None => known.keys().cloned().collect(),
+            };
             Answer::Reply(MetadataResponse {
                 brokers: brokers
                     .iter()
@@ -237,10 +253,32 @@ impl Script {
                         ..Default::default()
                     })
                     .collect(),
-                controller_id: brokers.first().map_or(-1, |b| b.0),
+                controller_id: leader,
+                topics: asked
+                    .iter()
+                    .filter_map(|name| Some((name, *known.get(name)?)))
+                    .map(|(name, count)| MetadataResponseTopic {
+                        name: Some(name.as_str().into()),
+                        partitions: (0..count)
+                            .map(|p| MetadataResponsePartition {
+                                partition_index: p,
+                                leader_id: leader,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect(),
                 ..Default::default()
             })
         })
+    }
+
+    /// Makes Metadata answers (of [`cluster`](Self::cluster)) show topic `name` with
+    /// `partitions` partitions from now on (again: it grew).
+    pub(crate) fn topic(&self, name: &str, partitions: i32) -> &Self {
+        lock(&self.state).topics.insert(name.to_string(), partitions);
+        self
     }
 
     /// Answers FindCoordinator with broker `id` at `b<id>:9092` for every key (the address
