@@ -8,7 +8,9 @@
 //! the handler set with [`Script::on`], else an I/O error saying that nothing was scripted
 //! (which breaks the connection, as a broker hanging up would). The ApiVersions table every
 //! connection negotiates is configurable ([`Script::versions`]); connection attempts can be
-//! refused ([`Script::refuse`]) and open connections broken ([`Script::break_connections`]).
+//! refused ([`Script::refuse`], or to one address: [`Script::refuse_to`]) and open connections
+//! broken ([`Script::break_connections`]). Metadata answers carry the topics set with
+//! [`Script::topic`].
 //!
 //! ```ignore
 //! use crate::net::script::{Answer, Script};
@@ -50,7 +52,7 @@ use crate::protocol::messages::{
 };
 use crate::protocol::{ApiKey, Message, Request, Segments, VersionRange};
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -120,6 +122,8 @@ struct State {
     connections: u64,
     /// Topics [`Script::cluster`] answers with (name → partition count).
     topics: HashMap<String, i32>,
+    /// Addresses every connection attempt to is refused.
+    refused: HashSet<String>,
 }
 
 /// A scripted broker; see the [module](self). Cheap to clone: clones share the script.
@@ -159,6 +163,7 @@ impl Script {
                 broken_before: 0,
                 connections: 0,
                 topics: HashMap::new(),
+                refused: HashSet::new(),
             })),
         }
     }
@@ -318,6 +323,17 @@ impl Script {
         self
     }
 
+    /// Refuses every connection attempt to `addr` from now on (`false`: accepts them again),
+    /// as a broker that is down would.
+    pub(crate) fn refuse_to(&self, addr: &str, refused: bool) -> &Self {
+        let mut s = lock(&self.state);
+        match refused {
+            true => s.refused.insert(addr.to_string()),
+            false => s.refused.remove(addr),
+        };
+        self
+    }
+
     /// Breaks every connection open now: its next call fails with a reset.
     pub(crate) fn break_connections(&self) -> &Self {
         let mut s = lock(&self.state);
@@ -413,7 +429,11 @@ impl Dialer for Script {
     ) -> Result<Box<dyn Wire>> {
         let mut s = lock(&self.state);
         s.dials.push(addr.to_string());
-        if let Some(kind) = s.refusals.pop_front() {
+        let refused = s
+            .refused
+            .contains(addr)
+            .then_some(io::ErrorKind::ConnectionRefused);
+        if let Some(kind) = refused.or_else(|| s.refusals.pop_front()) {
             return Err(Error::Io {
                 addr: addr.to_string(),
                 source: kind.into(),

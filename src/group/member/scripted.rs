@@ -692,3 +692,95 @@ fn a_restarted_static_leader_rebalances_when_partitions_were_added() {
     assert_eq!(synced(&s, 1), expected);
     assert_eq!(joins(&s)[1].group_instance_id.as_deref(), Some("w-1"));
 }
+
+/// A member whose client backs reconnects off from 100 ms, doubling to 400 ms, and knows
+/// both brokers already: its coordinator lookups go to broker 0, so every connection attempt
+/// to broker 1 is the member's own or its heartbeat thread's.
+fn backing_off_member(s: &Script, session: Duration) -> GroupMember {
+    let client = s
+        .client(
+            Client::builder()
+                .bootstrap_servers("b0:9092")
+                .reconnect_backoff(100 * MS)
+                .reconnect_backoff_max(400 * MS),
+        )
+        .unwrap();
+    client.refresh_metadata(None).unwrap();
+    client
+        .member("g")
+        .topics(["t"])
+        .session_timeout(session)
+        .heartbeat_interval(INTERVAL)
+        .retry_backoff(20 * MS)
+        .close_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+/// Connection attempts to the coordinator (broker 1) since the `from`th dial.
+fn dials_to_coordinator(s: &Script, from: usize) -> usize {
+    s.dials()[from..].iter().filter(|a| *a == "b1:9092").count()
+}
+
+/// The reconnect backoff of 100 ms doubling to 400 ms allows about five attempts in 1.2 s (at
+/// 0, 0.1, 0.3, 0.7 and 1.1 s); a fresh connection at every retry (`retry.backoff.ms`, 20 ms)
+/// would make some fifty.
+const BACKED_OFF_DIALS: usize = 8;
+
+#[test]
+fn a_member_backs_off_reconnecting_to_a_coordinator_that_refuses() {
+    let s = script();
+    follower_group(&s);
+    s.refuse_to("b1:9092", true);
+    let mut m = backing_off_member(&s, SESSION);
+    let e = m.join(Duration::from_millis(1200)).unwrap_err();
+    let dials = dials_to_coordinator(&s, 0);
+    assert!(
+        (2..=BACKED_OFF_DIALS).contains(&dials),
+        "{dials} dials: {:?}",
+        s.dials()
+    );
+    // The timeout names the refusal, not the backoff that held the last attempt back.
+    let Error::Timeout { last: Some(last), .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        matches!(&**last, Error::Io { addr, source } if addr == "b1:9092" && source.kind() == io::ErrorKind::ConnectionRefused),
+        "{e:?}"
+    );
+    s.refuse_to("b1:9092", false);
+    m.join(WAIT).unwrap();
+    assert!(stable(&m));
+}
+
+#[test]
+fn the_heartbeat_thread_backs_off_reconnecting_and_heartbeats_again() {
+    let s = script();
+    follower_group(&s);
+    // A session long enough to outlast the refusals and the backoff after them.
+    let mut m = backing_off_member(&s, Duration::from_secs(3));
+    m.join(WAIT).unwrap();
+    poll_until(&mut m, "a first heartbeat", |_| !heartbeats(&s).is_empty());
+    let from = s.dials().len();
+    let last_connection = s.seen().iter().map(|r| r.connection).max().unwrap_or(0);
+    s.refuse_to("b1:9092", true);
+    s.break_connections();
+    let events = poll_for(&mut m, Duration::from_millis(1200));
+    let dials = dials_to_coordinator(&s, from);
+    assert!(
+        (2..=BACKED_OFF_DIALS).contains(&dials),
+        "{dials} dials: {:?}",
+        &s.dials()[from..]
+    );
+    s.refuse_to("b1:9092", false);
+    let beats_after = |s: &Script| {
+        s.seen()
+            .iter()
+            .filter(|r| r.api == ApiKey::Heartbeat && r.connection > last_connection)
+            .count()
+    };
+    let more = poll_until(&mut m, "heartbeats on a new connection", |_| beats_after(&s) >= 2);
+    assert!(events.is_empty() && more.is_empty(), "{events:?} {more:?}");
+    assert_eq!(joins(&s).len(), 1);
+    assert!(stable(&m));
+}
