@@ -218,6 +218,7 @@ impl HeartbeatHandle {
             commands: cmd_rx,
             events: ev_tx,
             active: None,
+            parked: None,
             frozen: false,
         };
         let thread = std::thread::Builder::new()
@@ -296,6 +297,9 @@ struct Worker {
     commands: Receiver<Command>,
     events: Sender<Event>,
     active: Option<Active>,
+    /// The link of the last generation heartbeated, kept while paused (a rejoin) for the next
+    /// one at the same coordinator: its connection and its reconnect backoff carry over.
+    parked: Option<(Broker, Link)>,
     frozen: bool,
 }
 
@@ -328,12 +332,14 @@ impl Worker {
                 instance_id,
             } => {
                 let now = Instant::now();
-                // Keep the connection when the coordinator did not change: a rejoin should
-                // not cost a reconnect and handshake.
-                let conn = match self.active.take() {
-                    Some(a) if a.coordinator == coordinator => a.conn,
-                    _ => None,
-                };
+                // Keep the link when the coordinator did not change: a rejoin should not cost a
+                // reconnect and handshake, nor reset the reconnect backoff.
+                self.park();
+                let conn = self
+                    .parked
+                    .take()
+                    .filter(|(b, _)| *b == coordinator)
+                    .map(|(_, link)| link);
                 let ctx = format!(
                     "group={} member={} instance={} generation={}",
                     self.group,
@@ -358,9 +364,16 @@ impl Worker {
                     a.stable = true;
                 }
             }
-            Command::Pause => self.active = None,
+            Command::Pause => self.park(),
             Command::Freeze => self.frozen = true,
             Command::Shutdown => {}
+        }
+    }
+
+    /// Stops heartbeating, keeping the link for a later generation at the same coordinator.
+    fn park(&mut self) {
+        if let Some(a) = self.active.take() {
+            self.parked = a.conn.map(|link| (a.coordinator, link));
         }
     }
 
@@ -434,7 +447,10 @@ impl Worker {
                 emit(&self.events, event);
             }
             Reaction::Rediscover => {
-                a.conn = None;
+                // The link stays (its reconnect backoff with it); only the connection goes.
+                if let Some(link) = a.conn.as_mut() {
+                    link.disconnect();
+                }
                 self.rediscover();
             }
             Reaction::Stop(event) => {
@@ -462,7 +478,7 @@ impl Worker {
                     }
                     Event::SessionExpired { .. } | Event::CoordinatorMoved { .. } => {}
                 }
-                self.active = None;
+                self.park();
                 emit(&self.events, event);
             }
         }
@@ -477,12 +493,20 @@ impl Worker {
         // Waiting past the session's end for one answer (or a connection) is pointless: by
         // then the broker has given up on us, and the timer must get to report the expiry.
         let session_end = a.timer.session_deadline();
-        if a.conn.is_none() {
+        let link = a.conn.get_or_insert_with(|| {
             let mut link = client.link(Purpose::Coordinator, a.coordinator.addr());
             link.count_reauthentications_in(metrics.reauthentication_counter());
-            link.connect_watched(Some(session_end), &|socket| stop.watch_socket(socket))?;
-            a.conn = Some(link);
-        }
+            link
+        });
+        // After failed attempts the reconnect backoff holds the next one back. The thread does
+        // not sleep it out here, where neither a command nor a close could cut it short: the
+        // attempt fails at once (`ReconnectBackoff`) and the timer retries.
+        let now = Instant::now();
+        let by = match link.retry_at() {
+            Some(at) if at > now => now,
+            _ => session_end,
+        };
+        link.connect_watched(Some(by), &|socket| stop.watch_socket(socket))?;
         stop.watch(a.conn.as_ref());
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
         let version = conn.version(crate::protocol::ApiKey::Heartbeat)?;

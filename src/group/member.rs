@@ -8,6 +8,8 @@
 
 mod assign;
 mod metadata_watch;
+#[cfg(test)]
+mod scripted;
 
 use super::action::{classify, GroupAction};
 use super::assignment::{Assignment, Subscription, TopicPartition};
@@ -159,6 +161,9 @@ pub struct GroupMember {
     denied: Option<(ApiKey, KafkaCode, Option<String>)>,
     /// The heartbeat thread stopped on a refused connection; the next poll restarts it.
     heartbeats_refused: bool,
+    /// The link whose connection attempt to the coordinator failed, kept for the next attempt
+    /// so that its reconnect backoff holds (a fresh link would dial at once, every retry).
+    failed_link: Option<Link>,
 }
 
 /// Where a join stands between calls. A JoinGroup may be held by the coordinator for a whole
@@ -240,6 +245,7 @@ impl GroupMember {
             undelivered: Vec::new(),
             denied: None,
             heartbeats_refused: false,
+            failed_link: None,
         })
     }
 
@@ -1024,10 +1030,20 @@ impl GroupMember {
             };
             first = false;
             let found = self.client.lookup_coordinator_by(&group, by).and_then(|b| {
-                let mut link = self.client.link(Purpose::Coordinator, b.addr());
-                link.count_reauthentications_in(self.metrics.reauthentication_counter());
-                link.connect(Some(by))?;
-                Ok((b, link))
+                let mut link = self.failed_link.take().unwrap_or_else(|| {
+                    let mut link = self.client.link(Purpose::Coordinator, b.addr());
+                    link.count_reauthentications_in(self.metrics.reauthentication_counter());
+                    link
+                });
+                // Another coordinator starts with a backoff of its own.
+                link.retarget(&b.addr());
+                match link.connect(Some(by)) {
+                    Ok(()) => Ok((b, link)),
+                    Err(e) => {
+                        self.failed_link = Some(link);
+                        Err(e)
+                    }
+                }
             });
             match found {
                 Ok((b, conn)) => {

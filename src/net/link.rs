@@ -195,6 +195,12 @@ impl Link {
         self.backoff.failures()
     }
 
+    /// When the reconnect backoff lets the next connection attempt start, if failed attempts
+    /// hold it back (for a caller that must not sleep it out in [`connect`](Self::connect)).
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
+        self.backoff.retry_at()
+    }
+
     /// The pause the backoff would impose after the failures so far.
     #[cfg(test)]
     pub(crate) fn current_backoff(&self) -> Duration {

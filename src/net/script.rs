@@ -8,7 +8,9 @@
 //! the handler set with [`Script::on`], else an I/O error saying that nothing was scripted
 //! (which breaks the connection, as a broker hanging up would). The ApiVersions table every
 //! connection negotiates is configurable ([`Script::versions`]); connection attempts can be
-//! refused ([`Script::refuse`]) and open connections broken ([`Script::break_connections`]).
+//! refused ([`Script::refuse`], or to one address: [`Script::refuse_to`]) and open connections
+//! broken ([`Script::break_connections`]). Metadata answers carry the topics set with
+//! [`Script::topic`].
 //!
 //! ```ignore
 //! use crate::net::script::{Answer, Script};
@@ -42,13 +44,15 @@ use crate::net::connection::{ConnectionConfig, Interrupter};
 use crate::net::versions::BrokerVersions;
 use crate::net::wire::{Dialer, Outgoing, RawPending, Wire};
 use crate::protocol::messages::find_coordinator_response::Coordinator;
-use crate::protocol::messages::metadata_response::MetadataResponseBroker;
+use crate::protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use crate::protocol::messages::{
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
 };
 use crate::protocol::{ApiKey, Message, Request, Segments, VersionRange};
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -116,6 +120,10 @@ struct State {
     /// Connections opened before this epoch are broken.
     broken_before: u64,
     connections: u64,
+    /// Topics [`Script::cluster`] answers with (name → partition count).
+    topics: HashMap<String, i32>,
+    /// Addresses every connection attempt to is refused.
+    refused: HashSet<String>,
 }
 
 /// A scripted broker; see the [module](self). Cheap to clone: clones share the script.
@@ -154,6 +162,8 @@ impl Script {
                 refusals: VecDeque::new(),
                 broken_before: 0,
                 connections: 0,
+                topics: HashMap::new(),
+                refused: HashSet::new(),
             })),
         }
     }
@@ -220,13 +230,24 @@ impl Script {
     }
 
     /// Answers Metadata with these brokers (`(id, host, port)`), broker 0 or the first as
-    /// controller, and whatever topics were asked for as unknown.
+    /// controller, the topics set with [`topic`](Self::topic) that were asked for (every
+    /// partition led by the first broker), and other topics asked for as unknown (left out).
     pub(crate) fn cluster(&self, brokers: &[(i32, &str, i32)]) -> &Self {
         let brokers: Vec<(i32, String, i32)> = brokers
             .iter()
             .map(|(id, h, p)| (*id, h.to_string(), *p))
             .collect();
-        self.on::<MetadataRequest>(move |_, _| {
+        let script = self.clone();
+        self.on::<MetadataRequest>(move |req, _| {
+            let leader = brokers.first().map_or(-1, |b| b.0);
+            let known = lock(&script.state).topics.clone();
+            let asked: Vec<String> = match &req.topics {
+                Some(ts) => ts
+                    .iter()
+                    .filter_map(|t| t.name.as_deref().map(str::to_string))
+                    .collect(),
+                None => known.keys().cloned().collect(),
+            };
             Answer::Reply(MetadataResponse {
                 brokers: brokers
                     .iter()
@@ -237,10 +258,32 @@ impl Script {
                         ..Default::default()
                     })
                     .collect(),
-                controller_id: brokers.first().map_or(-1, |b| b.0),
+                controller_id: leader,
+                topics: asked
+                    .iter()
+                    .filter_map(|name| Some((name, *known.get(name)?)))
+                    .map(|(name, count)| MetadataResponseTopic {
+                        name: Some(name.as_str().into()),
+                        partitions: (0..count)
+                            .map(|p| MetadataResponsePartition {
+                                partition_index: p,
+                                leader_id: leader,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect(),
                 ..Default::default()
             })
         })
+    }
+
+    /// Makes Metadata answers (of [`cluster`](Self::cluster)) show topic `name` with
+    /// `partitions` partitions from now on (again: it grew).
+    pub(crate) fn topic(&self, name: &str, partitions: i32) -> &Self {
+        lock(&self.state).topics.insert(name.to_string(), partitions);
+        self
     }
 
     /// Answers FindCoordinator with broker `id` at `b<id>:9092` for every key (the address
@@ -277,6 +320,17 @@ impl Script {
     /// The next `n` connection attempts fail with `kind` (e.g. `ConnectionRefused`).
     pub(crate) fn refuse(&self, n: usize, kind: io::ErrorKind) -> &Self {
         lock(&self.state).refusals.extend(std::iter::repeat(kind).take(n));
+        self
+    }
+
+    /// Refuses every connection attempt to `addr` from now on (`false`: accepts them again),
+    /// as a broker that is down would.
+    pub(crate) fn refuse_to(&self, addr: &str, refused: bool) -> &Self {
+        let mut s = lock(&self.state);
+        match refused {
+            true => s.refused.insert(addr.to_string()),
+            false => s.refused.remove(addr),
+        };
         self
     }
 
@@ -375,7 +429,11 @@ impl Dialer for Script {
     ) -> Result<Box<dyn Wire>> {
         let mut s = lock(&self.state);
         s.dials.push(addr.to_string());
-        if let Some(kind) = s.refusals.pop_front() {
+        let refused = s
+            .refused
+            .contains(addr)
+            .then_some(io::ErrorKind::ConnectionRefused);
+        if let Some(kind) = refused.or_else(|| s.refusals.pop_front()) {
             return Err(Error::Io {
                 addr: addr.to_string(),
                 source: kind.into(),

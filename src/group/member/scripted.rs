@@ -1,0 +1,786 @@
+//! The join loop and every heartbeat reaction, end to end through a [`GroupMember`] built on
+//! the scripted broker ([`Script`]): no broker, no socket. Short timeouts (session 1.5 s,
+//! heartbeat 100 ms) keep each test well under a few seconds; every wait is on a condition
+//! with a deadline.
+
+use super::*;
+use crate::group::assignment::{Assignment, Subscription};
+use crate::net::script::{Answer, Script};
+use crate::protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use crate::protocol::messages::join_group_response::JoinGroupResponseMember;
+use crate::protocol::messages::{
+    DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest, HeartbeatRequest,
+    HeartbeatResponse, JoinGroupRequest, LeaveGroupRequest, LeaveGroupResponse, MetadataRequest,
+    SyncGroupResponse,
+};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+const MS: Duration = Duration::from_millis(1);
+const SESSION: Duration = Duration::from_millis(1500);
+const INTERVAL: Duration = Duration::from_millis(100);
+/// How long a condition is waited for before the test fails (never reached when it passes).
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Two brokers, broker 1 the coordinator, topic `t` with 4 partitions; heartbeats and
+/// LeaveGroup answered fine.
+fn script() -> Script {
+    let s = Script::new();
+    s.cluster(&[(0, "b0", 9092), (1, "b1", 9092)]).coordinator(1);
+    s.topic("t", 4);
+    s.on::<HeartbeatRequest>(|_, _| heartbeat_answer(KafkaCode::None));
+    s.on::<LeaveGroupRequest>(|_, _| Answer::Reply(LeaveGroupResponse::default()));
+    s
+}
+
+fn heartbeat_answer(code: KafkaCode) -> Answer<HeartbeatResponse> {
+    Answer::Reply(HeartbeatResponse {
+        error_code: code.code(),
+        ..Default::default()
+    })
+}
+
+/// A coordinator for followers: each JoinGroup opens the next generation (from 1), led by
+/// someone else; an empty member id gets `m-<n>` (n counting the joins), any other is kept.
+/// SyncGroup gives `t` 0 and 1.
+fn follower_group(s: &Script) {
+    let generation = Arc::new(AtomicI32::new(0));
+    s.on::<JoinGroupRequest>(move |req, _| {
+        let n = generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let member_id = match req.member_id.as_str() {
+            "" => format!("m-{n}"),
+            id => id.to_string(),
+        };
+        Answer::Reply(join_reply(n, &member_id, "someone-else"))
+    });
+    let kept = assignment(&[0, 1]);
+    s.on::<SyncGroupRequest>(move |req, _| sync_reply(req, &kept));
+}
+
+fn join_reply(generation: i32, member_id: &str, leader: &str) -> JoinGroupResponse {
+    JoinGroupResponse {
+        generation_id: generation,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        leader: leader.into(),
+        member_id: member_id.into(),
+        ..Default::default()
+    }
+}
+
+/// The SyncGroup answer: what the leader assigned us if it assigned, else `kept`.
+fn sync_reply(req: &SyncGroupRequest, kept: &Bytes) -> Answer<SyncGroupResponse> {
+    let mine = req
+        .assignments
+        .iter()
+        .find(|a| a.member_id == req.member_id)
+        .map_or_else(|| kept.clone(), |a| a.assignment.clone());
+    Answer::Reply(SyncGroupResponse {
+        protocol_type: Some("consumer".into()),
+        protocol_name: req.protocol_name.clone(),
+        assignment: mine,
+        ..Default::default()
+    })
+}
+
+fn assignment(partitions: &[i32]) -> Bytes {
+    Assignment {
+        partitions: [("t".to_string(), partitions.to_vec())].into_iter().collect(),
+        user_data: None,
+    }
+    .encode()
+}
+
+fn tps(partitions: &[i32]) -> Vec<TopicPartition> {
+    partitions.iter().map(|p| TopicPartition::new("t", *p)).collect()
+}
+
+fn client(s: &Script) -> Client {
+    s.client(
+        Client::builder()
+            .bootstrap_servers("b0:9092")
+            .reconnect_backoff(10 * MS)
+            .reconnect_backoff_max(50 * MS),
+    )
+    .unwrap()
+}
+
+/// A member of `g` subscribed to `t`, static with `instance`, with short timeouts.
+fn member(s: &Script, instance: Option<&str>) -> GroupMember {
+    let mut b = client(s)
+        .member("g")
+        .topics(["t"])
+        .session_timeout(SESSION)
+        .heartbeat_interval(INTERVAL)
+        .rebalance_timeout(Duration::from_secs(1))
+        .retry_backoff(20 * MS)
+        .close_timeout(Duration::from_secs(1));
+    if let Some(i) = instance {
+        b = b.group_instance_id(i);
+    }
+    b.build().unwrap()
+}
+
+/// Polls `m` until `done` holds, failing the test after [`WAIT`] or on an error; returns the
+/// events polled meanwhile.
+fn poll_until(
+    m: &mut GroupMember,
+    what: &str,
+    mut done: impl FnMut(&GroupMember) -> bool,
+) -> Vec<GroupEvent> {
+    let until = crate::deadline::after(WAIT);
+    let mut events = Vec::new();
+    while !done(m) {
+        assert!(
+            Instant::now() < until,
+            "no {what} within {WAIT:?}; events {events:?}"
+        );
+        events.extend(
+            m.poll(10 * MS)
+                .unwrap_or_else(|e| panic!("waiting for {what}: {e}")),
+        );
+    }
+    events
+}
+
+/// Polls `m` for `d` (a condition that must *not* come), returning the events.
+fn poll_for(m: &mut GroupMember, d: Duration) -> Vec<GroupEvent> {
+    let until = crate::deadline::after(d);
+    let mut events = Vec::new();
+    while Instant::now() < until {
+        events.extend(m.poll(10 * MS).unwrap());
+    }
+    events
+}
+
+fn stable(m: &GroupMember) -> bool {
+    m.state() == MemberState::Stable && !m.rejoin_pending()
+}
+
+fn joins(s: &Script) -> Vec<JoinGroupRequest> {
+    s.requests::<JoinGroupRequest>()
+}
+
+fn heartbeats(s: &Script) -> Vec<HeartbeatRequest> {
+    s.requests::<HeartbeatRequest>()
+}
+
+/// Joins `m` (generation 1 of [`follower_group`]) and waits for its first heartbeat.
+fn joined(s: &Script, m: &mut GroupMember) {
+    let events = m.join(WAIT).unwrap();
+    assert_eq!(
+        events,
+        [GroupEvent::Assigned {
+            generation: 1,
+            partitions: tps(&[0, 1]),
+            rebalanced: None,
+        }]
+    );
+    poll_until(m, "a first heartbeat", |_| !heartbeats(s).is_empty());
+}
+
+/// A heartbeat answered `code` makes the member rejoin (eager: all revoked, then assigned
+/// in the next generation); returns the rejoin's JoinGroup.
+fn a_heartbeat_error_rejoins(code: KafkaCode, instance: Option<&str>) -> (JoinGroupRequest, GroupMember) {
+    let s = script();
+    follower_group(&s);
+    let mut m = member(&s, instance);
+    joined(&s, &mut m);
+    s.push::<HeartbeatRequest>(heartbeat_answer(code));
+    let events = poll_until(&mut m, "a rejoin", |m| joins(&s).len() == 2 && stable(m));
+    assert_eq!(
+        events,
+        [
+            GroupEvent::Revoked {
+                generation: 1,
+                partitions: tps(&[0, 1]),
+            },
+            GroupEvent::Assigned {
+                generation: 2,
+                partitions: tps(&[0, 1]),
+                rebalanced: Some(true),
+            },
+        ],
+        "{code}"
+    );
+    assert_eq!(m.generation().map(|g| g.id), Some(2));
+    // Heartbeats go on for the new generation.
+    poll_until(&mut m, "a heartbeat of generation 2", |_| {
+        heartbeats(&s).iter().any(|h| h.generation_id == 2)
+    });
+    (joins(&s).remove(1), m)
+}
+
+#[test]
+fn a_heartbeat_finding_a_rebalance_rejoins_with_the_same_member_id() {
+    let (rejoin, m) = a_heartbeat_error_rejoins(KafkaCode::RebalanceInProgress, None);
+    assert_eq!(rejoin.member_id.as_str(), "m-1");
+    assert_eq!(m.member_id(), "m-1");
+}
+
+#[test]
+fn a_heartbeat_answered_illegal_generation_rejoins_with_the_same_member_id() {
+    let (rejoin, m) = a_heartbeat_error_rejoins(KafkaCode::IllegalGeneration, None);
+    assert_eq!(rejoin.member_id.as_str(), "m-1");
+    assert_eq!(m.member_id(), "m-1");
+}
+
+/// As Kafka's Java client (`AbstractCoordinator`: UNKNOWN_MEMBER_ID resets the generation,
+/// member id included, for static and dynamic members alike): the rejoin has an empty member
+/// id; a static member still sends its instance id, by which the coordinator knows it.
+#[test]
+fn a_heartbeat_answered_unknown_member_id_rejoins_with_an_empty_member_id() {
+    let (rejoin, m) = a_heartbeat_error_rejoins(KafkaCode::UnknownMemberId, None);
+    assert_eq!(rejoin.member_id.as_str(), "");
+    assert_eq!(rejoin.group_instance_id, None);
+    assert_eq!(m.member_id(), "m-2");
+
+    let (rejoin, m) = a_heartbeat_error_rejoins(KafkaCode::UnknownMemberId, Some("w-1"));
+    assert_eq!(rejoin.member_id.as_str(), "");
+    assert_eq!(rejoin.group_instance_id.as_deref(), Some("w-1"));
+    assert_eq!(m.member_id(), "m-2");
+    assert!(m.is_static());
+}
+
+#[test]
+fn a_heartbeat_told_the_coordinator_moved_finds_it_and_heartbeats_there() {
+    let s = script();
+    follower_group(&s);
+    let mut m = member(&s, None);
+    joined(&s, &mut m);
+    assert_eq!(m.coordinator().map(|c| c.id), Some(1));
+    for (code, to) in [
+        (KafkaCode::NotCoordinator, 0),
+        (KafkaCode::CoordinatorNotAvailable, 1),
+    ] {
+        let lookups = s.requests::<FindCoordinatorRequest>().len();
+        s.coordinator(to);
+        s.push::<HeartbeatRequest>(heartbeat_answer(code));
+        let addr = format!("b{to}:9092");
+        let beats_at = |s: &Script| {
+            s.seen()
+                .iter()
+                .filter(|r| r.api == ApiKey::Heartbeat && r.addr == addr)
+                .count()
+        };
+        let before = beats_at(&s);
+        let events = poll_until(&mut m, "heartbeats at the new coordinator", |m| {
+            beats_at(&s) >= before + 2 && m.coordinator().map(|c| c.id) == Some(to)
+        });
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, GroupEvent::CoordinatorMoved { coordinator } if coordinator.id == to)),
+            "{code}: {events:?}"
+        );
+        assert!(s.requests::<FindCoordinatorRequest>().len() > lookups, "{code}");
+    }
+    // A coordinator move is no rebalance.
+    assert_eq!(joins(&s).len(), 1);
+    assert!(stable(&m));
+    assert_eq!(m.assignment().topic_partitions(), tps(&[0, 1]));
+}
+
+#[test]
+fn a_fenced_static_member_stops_for_good() {
+    let s = script();
+    follower_group(&s);
+    let mut m = member(&s, Some("w-1"));
+    joined(&s, &mut m);
+    s.push::<HeartbeatRequest>(heartbeat_answer(KafkaCode::FencedInstanceId));
+    let until = crate::deadline::after(WAIT);
+    let e = loop {
+        match m.poll(10 * MS) {
+            Ok(events) => assert!(events.is_empty(), "{events:?}"),
+            Err(e) => break e,
+        }
+        assert!(Instant::now() < until, "never fenced");
+    };
+    let fenced =
+        |e: &Error| matches!(e, Error::Fenced { group, instance_id } if group == "g" && instance_id == "w-1");
+    assert!(fenced(&e), "{e:?}");
+    assert_eq!(m.state(), MemberState::Fenced);
+    assert!(m.assignment().is_empty());
+    let beats = heartbeats(&s).len();
+    assert!(fenced(&m.poll(10 * MS).unwrap_err()));
+    assert!(fenced(&m.join(Duration::from_millis(100)).unwrap_err()));
+    // No rejoin, and no heartbeat either, for three heartbeat intervals.
+    std::thread::sleep(3 * INTERVAL);
+    assert_eq!(joins(&s).len(), 1);
+    assert_eq!(heartbeats(&s).len(), beats);
+}
+
+#[test]
+fn a_lost_heartbeat_connection_is_reopened_and_heartbeats_go_on() {
+    let s = script();
+    follower_group(&s);
+    let mut m = member(&s, None);
+    joined(&s, &mut m);
+    let last_connection = |s: &Script| s.seen().iter().map(|r| r.connection).max().unwrap_or(0);
+    // Broken under the thread (and refused twice when it reconnects), or failing in the middle
+    // of a heartbeat.
+    for failure in 0..2 {
+        let before = last_connection(&s);
+        if failure == 0 {
+            s.refuse(2, io::ErrorKind::ConnectionRefused);
+            s.break_connections();
+        } else {
+            s.push::<HeartbeatRequest>(Answer::Fail(io::ErrorKind::ConnectionReset));
+        }
+        let ok_beats_after = |s: &Script| {
+            s.seen()
+                .iter()
+                .filter(|r| r.api == ApiKey::Heartbeat && r.connection > before)
+                .count()
+        };
+        let events = poll_until(&mut m, "heartbeats on a new connection", |_| {
+            ok_beats_after(&s) >= 2
+        });
+        assert!(events.is_empty(), "{failure}: {events:?}");
+    }
+    assert_eq!(joins(&s).len(), 1);
+    assert!(stable(&m));
+    assert!(m.metrics().heartbeat_failures >= 2);
+}
+
+#[test]
+fn heartbeats_failing_for_a_whole_session_lose_the_partitions_and_rejoin() {
+    let s = script();
+    follower_group(&s);
+    let mut m = member(&s, None);
+    joined(&s, &mut m);
+    s.on::<HeartbeatRequest>(|_, _| Answer::Fail(io::ErrorKind::ConnectionReset));
+    let failing_since = Instant::now();
+    // The poll that finds the session over rejoins at once (there is nothing to revoke).
+    let events = poll_until(&mut m, "a rejoin", |m| joins(&s).len() == 2 && stable(m));
+    // The last heartbeat answered was sent at most an interval before they started failing.
+    assert!(
+        failing_since.elapsed() >= SESSION - 2 * INTERVAL,
+        "lost after {:?}",
+        failing_since.elapsed()
+    );
+    assert_eq!(
+        events,
+        [
+            GroupEvent::Lost {
+                generation: 1,
+                partitions: tps(&[0, 1]),
+            },
+            GroupEvent::Assigned {
+                generation: 2,
+                partitions: tps(&[0, 1]),
+                rebalanced: Some(true),
+            },
+        ]
+    );
+    // A dynamic member's session is gone at the broker: it rejoins as a new member.
+    assert_eq!(joins(&s)[1].member_id.as_str(), "");
+    assert_eq!(m.member_id(), "m-2");
+}
+
+/// KIP-394: the first JoinGroup of a new member is answered MEMBER_ID_REQUIRED with the id
+/// the coordinator gives it; the member joins again at once with that id.
+#[test]
+fn member_id_required_joins_again_with_the_given_member_id() {
+    let s = script();
+    follower_group(&s);
+    s.push::<JoinGroupRequest>(Answer::Reply(JoinGroupResponse {
+        error_code: KafkaCode::MemberIdRequired.code(),
+        member_id: "given-1".into(),
+        ..Default::default()
+    }));
+    let mut m = member(&s, None);
+    m.join(WAIT).unwrap();
+    let ids: Vec<String> = joins(&s).iter().map(|j| j.member_id.to_string()).collect();
+    assert_eq!(ids, ["", "given-1"]);
+    assert_eq!(m.member_id(), "given-1");
+    assert_eq!(m.metrics().member_id_required, 1);
+    poll_until(&mut m, "a heartbeat", |_| !heartbeats(&s).is_empty());
+    assert_eq!(heartbeats(&s)[0].member_id.as_str(), "given-1");
+}
+
+/// How long the heartbeat answer of the old generation is held back: well past the rejoin.
+const HELD: Duration = Duration::from_millis(500);
+
+/// A heartbeat for the first generation, answered `code` only after the member has joined the
+/// second: the answer is ignored (no third JoinGroup), and heartbeats of the second go on.
+fn a_late_answer_of_the_old_generation_is_ignored(
+    instance: Option<&str>,
+    first: (i32, &str),
+    second: (i32, &str),
+    code: KafkaCode,
+) {
+    let s = script();
+    follower_group(&s);
+    // Queued answers go first; the handler answers a third JoinGroup, which only a stale
+    // answer taken for a current one would bring.
+    for (generation, member_id) in [first, second] {
+        s.push::<JoinGroupRequest>(Answer::Reply(join_reply(generation, member_id, "someone-else")));
+    }
+    let mut m = member(&s, instance);
+    m.join(WAIT).unwrap();
+    assert_eq!(m.generation().map(|g| (g.id, &*g.member_id)), Some(first));
+    poll_until(&mut m, "a first heartbeat", |_| !heartbeats(&s).is_empty());
+    let sent = heartbeats(&s).len();
+    s.push::<HeartbeatRequest>(Answer::Delayed(
+        HELD,
+        HeartbeatResponse {
+            error_code: code.code(),
+            ..Default::default()
+        },
+    ));
+    poll_until(&mut m, "the held heartbeat", |_| heartbeats(&s).len() > sent);
+    let held = Instant::now();
+    let stale = heartbeats(&s)[sent].clone();
+    assert_eq!((stale.generation_id, stale.member_id.as_str()), first);
+    m.request_rejoin();
+    poll_until(&mut m, "the rejoin", |m| joins(&s).len() == 2 && stable(m));
+    assert!(
+        held.elapsed() < HELD,
+        "rejoined after the held answer came: proves nothing"
+    );
+    assert_eq!(m.generation().map(|g| (g.id, &*g.member_id)), Some(second));
+    // Past the held answer, and a few heartbeats further.
+    let events = poll_for(&mut m, HELD - held.elapsed() + 3 * INTERVAL);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(joins(&s).len(), 2, "the stale {code} made the member rejoin");
+    assert!(stable(&m));
+    assert_eq!(m.generation().map(|g| (g.id, &*g.member_id)), Some(second));
+    let after = heartbeats(&s);
+    assert!(
+        after[sent + 1..]
+            .iter()
+            .any(|h| (h.generation_id, h.member_id.as_str()) == second),
+        "no heartbeat for the new generation: {after:?}"
+    );
+}
+
+#[test]
+fn a_heartbeat_error_of_a_previous_generation_is_ignored() {
+    a_late_answer_of_the_old_generation_is_ignored(
+        None,
+        (1, "m-1"),
+        (2, "m-1"),
+        KafkaCode::IllegalGeneration,
+    );
+}
+
+/// A static member that rejoins an unchanged group keeps its generation id but gets a new
+/// member id: an answer for the old member id is as stale as one for an older generation.
+#[test]
+fn a_static_members_heartbeat_error_for_its_old_member_id_is_ignored() {
+    a_late_answer_of_the_old_generation_is_ignored(
+        Some("w-1"),
+        (5, "w-1-old"),
+        (5, "w-1-new"),
+        KafkaCode::UnknownMemberId,
+    );
+}
+
+#[test]
+fn a_join_gives_up_at_its_deadline_and_can_be_taken_up_later() {
+    let timeout = Duration::from_millis(200);
+    let is_join_timeout = |e: &Error| matches!(e, Error::Timeout { which: crate::error::Timeout::Retries, operation, .. } if operation.contains("joining group g"));
+    // A coordinator that never answers the JoinGroup.
+    let s = script();
+    s.on::<JoinGroupRequest>(|_, _| Answer::Silence);
+    let mut m = member(&s, None);
+    let started = Instant::now();
+    let e = m.join(timeout).unwrap_err();
+    assert!(
+        started.elapsed() < timeout + Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(is_join_timeout(&e), "{e:?}");
+    assert_eq!(m.state(), MemberState::Joining);
+    drop(m);
+
+    // One that answers, but after the first call's deadline: the next call takes the same
+    // JoinGroup up and joins.
+    let s = script();
+    follower_group(&s);
+    s.push::<JoinGroupRequest>(Answer::Delayed(
+        Duration::from_millis(600),
+        join_reply(1, "m-1", "someone-else"),
+    ));
+    let mut m = member(&s, None);
+    let started = Instant::now();
+    let e = m.join(timeout).unwrap_err();
+    assert!(
+        started.elapsed() < timeout + Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(is_join_timeout(&e), "{e:?}");
+    let events = m.join(WAIT).unwrap();
+    assert!(
+        matches!(&events[..], [GroupEvent::Assigned { generation: 1, .. }]),
+        "{events:?}"
+    );
+    assert_eq!(joins(&s).len(), 1, "the JoinGroup in flight was not taken up");
+    assert!(stable(&m));
+}
+
+fn subscription(topics: &[&str]) -> Bytes {
+    Subscription {
+        topics: topics.iter().map(|t| t.to_string()).collect(),
+        user_data: None,
+        owned: Vec::new(),
+        rack_id: None,
+    }
+    .encode()
+}
+
+/// The JoinGroup answer that makes `me` the leader of `me` and `other`, both on `t`.
+fn leader_reply(generation: i32, me: (&str, Option<&str>), other: (&str, Option<&str>)) -> JoinGroupResponse {
+    JoinGroupResponse {
+        members: [me, other]
+            .iter()
+            .map(|(id, instance)| JoinGroupResponseMember {
+                member_id: (*id).into(),
+                group_instance_id: instance.map(Into::into),
+                metadata: subscription(&["t"]),
+                ..Default::default()
+            })
+            .collect(),
+        ..join_reply(generation, me.0, me.0)
+    }
+}
+
+/// What each member got in the `n`th SyncGroup, decoded from the request.
+fn synced(s: &Script, n: usize) -> BTreeMap<String, BTreeMap<String, Vec<i32>>> {
+    s.requests::<SyncGroupRequest>()[n]
+        .assignments
+        .iter()
+        .map(|a| {
+            let decoded = Assignment::decode(&a.assignment).unwrap();
+            (a.member_id.to_string(), decoded.partitions.into_iter().collect())
+        })
+        .collect()
+}
+
+fn owns(partitions: &[i32]) -> BTreeMap<String, Vec<i32>> {
+    [("t".to_string(), partitions.to_vec())].into_iter().collect()
+}
+
+#[test]
+fn the_leader_syncs_the_assignment_its_assignor_computed() {
+    let s = script();
+    s.on::<JoinGroupRequest>(|_, _| Answer::Reply(leader_reply(1, ("m-1", None), ("m-2", None))));
+    s.on::<SyncGroupRequest>(|req, _| sync_reply(req, &Bytes::new()));
+    let mut m = member(&s, None);
+    let events = m.join(WAIT).unwrap();
+    // Range over 4 partitions and two members, in member id order.
+    let expected: BTreeMap<String, _> = [
+        ("m-1".to_string(), owns(&[0, 1])),
+        ("m-2".to_string(), owns(&[2, 3])),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(synced(&s, 0), expected);
+    let sync = &s.requests::<SyncGroupRequest>()[0];
+    assert_eq!((sync.generation_id, sync.member_id.as_str()), (1, "m-1"));
+    assert_eq!(
+        events,
+        [GroupEvent::Assigned {
+            generation: 1,
+            partitions: tps(&[0, 1]),
+            rebalanced: None,
+        }]
+    );
+    // The leader looked the subscribed topic up for it.
+    let asked = s.requests::<MetadataRequest>();
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.topics.iter().flatten().any(|t| t.name.as_deref() == Some("t"))),
+        "{asked:?}"
+    );
+}
+
+/// KIP-814: a restarted static leader told to skip the assignment sends none, reads the
+/// group's kept assignment (DescribeGroups) and compares it with the metadata; returns the
+/// script and the member after its first join.
+fn a_restarted_leader_skips_the_assignment(kept: [&[i32]; 2]) -> (Script, GroupMember) {
+    let s = script();
+    s.topic("t", 3);
+    let me = ("w-1-new", Some("w-1"));
+    let other = ("w-2-id", Some("w-2"));
+    s.push::<JoinGroupRequest>(Answer::Reply(JoinGroupResponse {
+        skip_assignment: true,
+        ..leader_reply(4, me, other)
+    }));
+    s.on::<JoinGroupRequest>(move |_, _| Answer::Reply(leader_reply(5, me, other)));
+    let mine = assignment(kept[0]);
+    s.on::<SyncGroupRequest>(move |req, _| sync_reply(req, &mine));
+    let described = [(me, kept[0]), (other, kept[1])]
+        .iter()
+        .map(|((id, instance), partitions)| DescribedGroupMember {
+            member_id: (*id).into(),
+            group_instance_id: instance.map(Into::into),
+            member_assignment: assignment(partitions),
+            ..Default::default()
+        })
+        .collect::<Vec<_>>();
+    s.on::<DescribeGroupsRequest>(move |_, _| {
+        Answer::Reply(DescribeGroupsResponse {
+            groups: vec![DescribedGroup {
+                group_id: "g".into(),
+                group_state: "Stable".into(),
+                protocol_type: "consumer".into(),
+                protocol_data: "range".into(),
+                members: described.clone(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+    });
+    let mut m = member(&s, Some("w-1"));
+    let events = m.join(WAIT).unwrap();
+    assert_eq!(
+        events,
+        [GroupEvent::Assigned {
+            generation: 4,
+            partitions: tps(kept[0]),
+            rebalanced: None,
+        }]
+    );
+    assert!(synced(&s, 0).is_empty(), "a leader told to skip assigned");
+    assert_eq!(m.metrics().skipped_assignments, 1);
+    assert_eq!(s.requests::<DescribeGroupsRequest>().len(), 1);
+    (s, m)
+}
+
+#[test]
+fn a_restarted_static_leader_keeps_an_assignment_that_covers_the_topics() {
+    let (s, mut m) = a_restarted_leader_skips_the_assignment([&[0], &[1, 2]]);
+    let events = poll_for(&mut m, 5 * INTERVAL);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(joins(&s).len(), 1);
+    assert!(stable(&m));
+}
+
+/// Partitions were added while the old leader ran: the kept assignment was made for 2, the
+/// topic has 3, so the leader rebalances at once and assigns all three.
+#[test]
+fn a_restarted_static_leader_rebalances_when_partitions_were_added() {
+    let (s, mut m) = a_restarted_leader_skips_the_assignment([&[0], &[1]]);
+    let events = poll_until(&mut m, "a rebalance", |m| joins(&s).len() == 2 && stable(m));
+    assert_eq!(
+        events,
+        [
+            GroupEvent::Revoked {
+                generation: 4,
+                partitions: tps(&[0]),
+            },
+            GroupEvent::Assigned {
+                generation: 5,
+                partitions: tps(&[0, 1]),
+                rebalanced: Some(true),
+            },
+        ]
+    );
+    let expected: BTreeMap<String, _> = [
+        ("w-1-new".to_string(), owns(&[0, 1])),
+        ("w-2-id".to_string(), owns(&[2])),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(synced(&s, 1), expected);
+    assert_eq!(joins(&s)[1].group_instance_id.as_deref(), Some("w-1"));
+}
+
+/// A member whose client backs reconnects off from 100 ms, doubling to 400 ms, and knows
+/// both brokers already: its coordinator lookups go to broker 0, so every connection attempt
+/// to broker 1 is the member's own or its heartbeat thread's.
+fn backing_off_member(s: &Script, session: Duration) -> GroupMember {
+    let client = s
+        .client(
+            Client::builder()
+                .bootstrap_servers("b0:9092")
+                .reconnect_backoff(100 * MS)
+                .reconnect_backoff_max(400 * MS),
+        )
+        .unwrap();
+    client.refresh_metadata(None).unwrap();
+    client
+        .member("g")
+        .topics(["t"])
+        .session_timeout(session)
+        .heartbeat_interval(INTERVAL)
+        .retry_backoff(20 * MS)
+        .close_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+/// Connection attempts to the coordinator (broker 1) since the `from`th dial.
+fn dials_to_coordinator(s: &Script, from: usize) -> usize {
+    s.dials()[from..].iter().filter(|a| *a == "b1:9092").count()
+}
+
+/// The reconnect backoff of 100 ms doubling to 400 ms allows about five attempts in 1.2 s (at
+/// 0, 0.1, 0.3, 0.7 and 1.1 s); a fresh connection at every retry (`retry.backoff.ms`, 20 ms)
+/// would make some fifty.
+const BACKED_OFF_DIALS: usize = 8;
+
+#[test]
+fn a_member_backs_off_reconnecting_to_a_coordinator_that_refuses() {
+    let s = script();
+    follower_group(&s);
+    s.refuse_to("b1:9092", true);
+    let mut m = backing_off_member(&s, SESSION);
+    let e = m.join(Duration::from_millis(1200)).unwrap_err();
+    let dials = dials_to_coordinator(&s, 0);
+    assert!(
+        (2..=BACKED_OFF_DIALS).contains(&dials),
+        "{dials} dials: {:?}",
+        s.dials()
+    );
+    // The timeout names the refusal, not the backoff that held the last attempt back.
+    let Error::Timeout { last: Some(last), .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        matches!(&**last, Error::Io { addr, source } if addr == "b1:9092" && source.kind() == io::ErrorKind::ConnectionRefused),
+        "{e:?}"
+    );
+    s.refuse_to("b1:9092", false);
+    m.join(WAIT).unwrap();
+    assert!(stable(&m));
+}
+
+#[test]
+fn the_heartbeat_thread_backs_off_reconnecting_and_heartbeats_again() {
+    let s = script();
+    follower_group(&s);
+    // A session long enough to outlast the refusals and the backoff after them.
+    let mut m = backing_off_member(&s, Duration::from_secs(3));
+    m.join(WAIT).unwrap();
+    poll_until(&mut m, "a first heartbeat", |_| !heartbeats(&s).is_empty());
+    let from = s.dials().len();
+    let last_connection = s.seen().iter().map(|r| r.connection).max().unwrap_or(0);
+    s.refuse_to("b1:9092", true);
+    s.break_connections();
+    let events = poll_for(&mut m, Duration::from_millis(1200));
+    let dials = dials_to_coordinator(&s, from);
+    assert!(
+        (2..=BACKED_OFF_DIALS).contains(&dials),
+        "{dials} dials: {:?}",
+        &s.dials()[from..]
+    );
+    s.refuse_to("b1:9092", false);
+    let beats_after = |s: &Script| {
+        s.seen()
+            .iter()
+            .filter(|r| r.api == ApiKey::Heartbeat && r.connection > last_connection)
+            .count()
+    };
+    let more = poll_until(&mut m, "heartbeats on a new connection", |_| beats_after(&s) >= 2);
+    assert!(events.is_empty() && more.is_empty(), "{events:?} {more:?}");
+    assert_eq!(joins(&s).len(), 1);
+    assert!(stable(&m));
+}
