@@ -111,10 +111,10 @@ fn client(s: &Script) -> Client {
 fn member(s: &Script, instance: Option<&str>) -> GroupMember {
     let mut b = client(s)
         .member("g")
-        .topics(["t"])
+        .subscribe(["t"])
         .session_timeout(SESSION)
         .heartbeat_interval(INTERVAL)
-        .rebalance_timeout(Duration::from_secs(1))
+        .max_poll_interval(Duration::from_secs(1))
         .retry_backoff(20 * MS)
         .close_timeout(Duration::from_secs(1));
     if let Some(i) = instance {
@@ -708,7 +708,7 @@ fn backing_off_member(s: &Script, session: Duration) -> GroupMember {
     client.refresh_metadata(None).unwrap();
     client
         .member("g")
-        .topics(["t"])
+        .subscribe(["t"])
         .session_timeout(session)
         .heartbeat_interval(INTERVAL)
         .retry_backoff(20 * MS)
