@@ -22,6 +22,7 @@ use crate::authorization::Scope;
 use crate::client::{topic_denied, Client, Metadata};
 use crate::error::{Error, Result, Timeout};
 use crate::group::action::{classify, GroupAction};
+use crate::group::member::MIN_LOOKUP;
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
 use crate::records::DecodeLimits;
@@ -408,8 +409,9 @@ impl Consumer {
 
     /// Metadata covering the subscribed topics, refreshed when asked to or when an assigned
     /// partition has no known leader (at most once per `retry.backoff.ms`; a refresh clears
-    /// `metadata_stale`).
-    fn metadata(&mut self, force: bool) -> Result<Arc<Metadata>> {
+    /// `metadata_stale`), by `deadline` (or within [`MIN_LOOKUP`] when less is left: a
+    /// `poll(0)` loop must still be able to learn a leader).
+    fn metadata(&mut self, force: bool, deadline: Instant) -> Result<Arc<Metadata>> {
         let cached = self.client.cached_metadata();
         let recently = self
             .last_metadata_refresh
@@ -423,7 +425,8 @@ impl Consumer {
         if !recently && (force || missing()) {
             self.last_metadata_refresh = Some(Instant::now());
             let topics: Vec<&str> = self.member.subscription().iter().map(String::as_str).collect();
-            let fresh = self.client.refresh_metadata(Some(&topics))?;
+            let by = deadline.max(crate::deadline::after(MIN_LOOKUP));
+            let fresh = self.client.refresh_metadata_by(Some(&topics), by)?;
             self.metadata_stale = false;
             return Ok(fresh);
         }
@@ -432,7 +435,7 @@ impl Consumer {
 
     /// One round of fetches, one per leader; records go to the buffer.
     fn fetch_once(&mut self, deadline: Instant) -> Result<()> {
-        let meta = match self.metadata(self.metadata_stale) {
+        let meta = match self.metadata(self.metadata_stale, deadline) {
             Ok(m) => m,
             Err(e) if e.is_transient() => {
                 log::debug!("{}: metadata refresh failed: {e}", self.ctx());
@@ -600,7 +603,7 @@ impl Consumer {
         let what = || format!("ListOffsets for {} partitions", remaining.get());
         let backoff = Backoff::fixed(self.client.retry_backoff());
         retry(deadline, backoff, what, || {
-            let meta = match self.metadata(force) {
+            let meta = match self.metadata(force, deadline) {
                 Ok(m) => m,
                 Err(e) if e.is_transient() => {
                     log::debug!("{}: metadata refresh failed: {e}", self.ctx());

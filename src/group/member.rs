@@ -198,7 +198,7 @@ enum Joining {
 
 /// The least time a coordinator lookup (and the connection to the coordinator) is given, however
 /// little the caller left: a poll is late by at most this when the coordinator is unreachable.
-const MIN_LOOKUP: Duration = Duration::from_secs(1);
+pub(crate) const MIN_LOOKUP: Duration = Duration::from_secs(1);
 
 /// Repeated join failures (a closed port, a coordinator that keeps moving) are logged at warn at
 /// most this often; the ones in between at debug.
@@ -497,7 +497,7 @@ impl GroupMember {
                     until,
                 } => {
                     let assignments = if leads(&resp) {
-                        match self.lead(&resp) {
+                        match self.lead(&resp, deadline) {
                             Ok(a) => a,
                             Err(e) if e.is_transient() => {
                                 // The followers wait in SyncGroup for this assignment until the
@@ -769,7 +769,7 @@ impl GroupMember {
                 self.on_event_keeping(e, &mut events)?;
             }
             self.check_session(&mut events);
-            self.check_leader_metadata();
+            self.check_leader_metadata(deadline);
             if self.rejoin_pending() {
                 // Eager protocol: hand the revocation to the caller first, so it can commit
                 // what it processed while its generation is still valid; the join happens on

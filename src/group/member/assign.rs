@@ -4,7 +4,7 @@
 //! static leader told to skip it (KIP-814) checks the group's kept assignment instead
 //! ([`metadata_watch`](super::metadata_watch)).
 
-use super::GroupMember;
+use super::{GroupMember, MIN_LOOKUP};
 use crate::client::{topic_denied, Metadata};
 use crate::error::{Error, Result};
 use crate::group::assignment::{Assignment, Subscription};
@@ -17,6 +17,7 @@ use crate::protocol::DecodeError;
 use crate::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 impl GroupMember {
     /// The leader's part: decode subscriptions, look up partition counts, run the assignor.
@@ -27,7 +28,11 @@ impl GroupMember {
     /// [`check_kept_assignment`](Self::check_kept_assignment)), because partitions added
     /// while the old leader ran may be in the metadata it sees at its rejoin but owned by
     /// no one.
-    pub(super) fn lead(&mut self, resp: &JoinGroupResponse) -> Result<Vec<SyncGroupRequestAssignment>> {
+    pub(super) fn lead(
+        &mut self,
+        resp: &JoinGroupResponse,
+        deadline: Instant,
+    ) -> Result<Vec<SyncGroupRequestAssignment>> {
         let assignor =
             chosen_assignor(&self.config.assignors, resp.protocol_name.as_deref()).ok_or_else(|| {
                 Error::Group {
@@ -43,7 +48,7 @@ impl GroupMember {
             )
         });
         let topics = subscribed_topics(&members);
-        let partitions = self.partition_counts(topics.iter().map(String::as_str))?;
+        let partitions = self.partition_counts(topics.iter().map(String::as_str), deadline)?;
         if resp.skip_assignment {
             log::info!(
                 "{}: leader rejoined with skip_assignment; checking that the group's assignment covers the subscribed topics",
@@ -63,16 +68,20 @@ impl GroupMember {
         Ok(sync_assignments(assignor.assign(&members, &partitions)))
     }
 
-    /// Partition counts of `topics` (each asked for once, however often it is named) that exist.
+    /// Partition counts of `topics` (each asked for once, however often it is named) that exist,
+    /// looked up by `deadline` (or within [`MIN_LOOKUP`] when less is left, so that a poll
+    /// with no time to spare still gets one lookup of a useful length, as for the coordinator).
     pub(super) fn partition_counts<'a>(
         &self,
         topics: impl IntoIterator<Item = &'a str>,
+        deadline: Instant,
     ) -> Result<BTreeMap<String, i32>> {
         let topics: Vec<&str> = topics.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
         if topics.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let meta = self.client.refresh_metadata(Some(&topics))?;
+        let by = deadline.max(crate::deadline::after(MIN_LOOKUP));
+        let meta = self.client.refresh_metadata_by(Some(&topics), by)?;
         partition_counts_in(&meta, &topics)
     }
 }

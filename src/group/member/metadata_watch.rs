@@ -20,7 +20,7 @@ impl GroupMember {
     /// partition counts the group's assignment was made for. A leader that skipped the
     /// assignment and could not yet read the group's assignment retries that instead, every
     /// `retry.backoff.ms`, so a failed DescribeGroups is not the end of the check.
-    pub(super) fn check_leader_metadata(&mut self) {
+    pub(super) fn check_leader_metadata(&mut self, deadline: Instant) {
         let Some(snapshot) = &self.leader_snapshot else {
             return;
         };
@@ -39,7 +39,7 @@ impl GroupMember {
         self.last_metadata_check = Instant::now();
         let topics = watched_topics(snapshot, &self.config.topics);
         let expected = snapshot.counts.clone();
-        let now = match self.partition_counts(topics.iter().map(String::as_str)) {
+        let now = match self.partition_counts(topics.iter().map(String::as_str), deadline) {
             Ok(now) => now,
             Err(e) => {
                 log::debug!("{}: metadata check failed: {e}", self.ctx());

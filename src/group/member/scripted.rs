@@ -784,3 +784,32 @@ fn the_heartbeat_thread_backs_off_reconnecting_and_heartbeats_again() {
     assert_eq!(joins(&s).len(), 1);
     assert!(stable(&m));
 }
+
+/// A leader's metadata lookup is bounded by the call's time (or one [`MIN_LOOKUP`] when less
+/// is left), not by `request.timeout.ms`: a silent broker does not hold `join` for 30 s.
+#[test]
+fn a_leaders_metadata_lookup_ends_with_the_calls_time() {
+    let s = script();
+    s.on::<JoinGroupRequest>(|_, _| Answer::Reply(leader_reply(1, ("m-1", None), ("m-2", None))));
+    s.on::<SyncGroupRequest>(|req, _| sync_reply(req, &Bytes::new()));
+    // The first Metadata request gets no answer; later ones are answered.
+    s.push::<MetadataRequest>(Answer::Silence);
+    let mut m = member(&s, None);
+    let t = Instant::now();
+    let _ = m.join(300 * MS);
+    let took = t.elapsed();
+    let asked = s.requests::<MetadataRequest>();
+    assert!(
+        asked
+            .first()
+            .is_some_and(|r| r.topics.iter().flatten().any(|t| t.name.as_deref() == Some("t"))),
+        "the silent answer went to the leader's lookup: {asked:?}"
+    );
+    assert!(
+        took < super::MIN_LOOKUP + Duration::from_millis(1500),
+        "join(300 ms) took {took:?} behind a silent Metadata"
+    );
+    // The member goes on and assigns once the broker answers.
+    poll_until(&mut m, "the assignment", stable);
+    assert_eq!(synced(&s, 0)["m-1"], owns(&[0, 1]));
+}
