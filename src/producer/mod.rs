@@ -184,7 +184,8 @@ impl Producer {
         // a caller can match on), not a timeout around it; `what` serves only if there is none.
         let what = || format!("waiting for the metadata of topic {topic}");
         retry_or_last(deadline, backoff, what, || {
-            let e = match self.client.refresh_metadata(Some(&[topic])) {
+            // Each lookup ends by `max.block.ms` too, not a whole request.timeout.ms after it.
+            let e = match self.client.refresh_metadata_by(Some(&[topic]), deadline) {
                 Ok(meta) => {
                     self.metadata_at = Some(Instant::now());
                     match meta.topics.get(topic) {
@@ -562,6 +563,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn waiting_for_a_topics_metadata_ends_at_max_block_ms() {
+        use crate::net::script::{Answer, Script};
+        use crate::protocol::messages::{MetadataRequest, MetadataResponse};
+        let script = Script::new();
+        script.on::<MetadataRequest>(|_, _| Answer::<MetadataResponse>::Silence);
+        let client = script
+            .client(Client::builder().bootstrap_servers("b0:9092"))
+            .unwrap();
+        let mut p = client
+            .producer()
+            .max_block(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let t = Instant::now();
+        let e = p.send(ProducerRecord::new("t", b"v".to_vec())).unwrap_err();
+        let took = t.elapsed();
+        // request.timeout.ms is 30 s: one lookup waiting it out would take that long.
+        assert!(took < Duration::from_millis(1500), "send took {took:?}: {e}");
+        assert!(e.is_unreachable(), "{e}");
     }
 
     #[test]
