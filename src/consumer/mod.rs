@@ -22,7 +22,7 @@ use crate::authorization::Scope;
 use crate::client::{topic_denied, Client, Metadata};
 use crate::error::{Error, Result, Timeout};
 use crate::group::action::{classify, GroupAction};
-use crate::group::member::MIN_LOOKUP;
+use crate::group::member::lookup_deadline;
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
 use crate::records::DecodeLimits;
@@ -409,7 +409,7 @@ impl Consumer {
 
     /// Metadata covering the subscribed topics, refreshed when asked to or when an assigned
     /// partition has no known leader (at most once per `retry.backoff.ms`; a refresh clears
-    /// `metadata_stale`), by `deadline` (or within [`MIN_LOOKUP`] when less is left: a
+    /// `metadata_stale`), by `deadline` (or within one `MIN_LOOKUP` when less is left: a
     /// `poll(0)` loop must still be able to learn a leader).
     fn metadata(&mut self, force: bool, deadline: Instant) -> Result<Arc<Metadata>> {
         let cached = self.client.cached_metadata();
@@ -425,8 +425,9 @@ impl Consumer {
         if !recently && (force || missing()) {
             self.last_metadata_refresh = Some(Instant::now());
             let topics: Vec<&str> = self.member.subscription().iter().map(String::as_str).collect();
-            let by = deadline.max(crate::deadline::after(MIN_LOOKUP));
-            let fresh = self.client.refresh_metadata_by(Some(&topics), by)?;
+            let fresh = self
+                .client
+                .refresh_metadata_by(Some(&topics), lookup_deadline(deadline))?;
             self.metadata_stale = false;
             return Ok(fresh);
         }

@@ -198,7 +198,14 @@ enum Joining {
 
 /// The least time a coordinator lookup (and the connection to the coordinator) is given, however
 /// little the caller left: a poll is late by at most this when the coordinator is unreachable.
-pub(crate) const MIN_LOOKUP: Duration = Duration::from_secs(1);
+const MIN_LOOKUP: Duration = Duration::from_secs(1);
+
+/// The deadline of one lookup (coordinator, metadata) within a call that must end by
+/// `deadline`: that, or [`MIN_LOOKUP`] from now if less is left, so that a `poll(0)` loop still
+/// gets lookups of a useful length.
+pub(crate) fn lookup_deadline(deadline: Instant) -> Instant {
+    deadline.max(crate::deadline::after(MIN_LOOKUP))
+}
 
 /// Repeated join failures (a closed port, a coordinator that keeps moving) are logged at warn at
 /// most this often; the ones in between at debug.
@@ -1024,7 +1031,7 @@ impl GroupMember {
             // loop would never find its coordinator; later attempts end at `deadline` (they
             // might otherwise sleep out a reconnect backoff past it).
             let by = if first {
-                deadline.max(crate::deadline::after(MIN_LOOKUP))
+                lookup_deadline(deadline)
             } else {
                 deadline
             };

@@ -18,6 +18,7 @@ use crate::net::versions::{self, BrokerVersions, Capability};
 use crate::net::wire::{Dialer, Wire};
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
 use crate::retry;
+use bytes::Bytes;
 use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -381,13 +382,7 @@ impl Link {
     ) -> Result<T> {
         let body = self.wire_mut()?.call(req, version, timeout);
         let body = self.settle(body)?;
-        let decoded = decode(&mut Decoder::new(&body), version);
-        drop(body);
-        let decoded = decoded.map_err(|source| Error::Decode {
-            api: R::API_KEY,
-            source,
-        });
-        self.settle_decoded(decoded)
+        self.decode_answer(R::API_KEY, body, version, decode)
     }
 
     /// Writes `req` at `version` and returns at once; the answer is collected with
@@ -414,13 +409,30 @@ impl Link {
         let Some(body) = self.settle(body)? else {
             return Ok(None);
         };
-        let decoded = <R::Response as Message>::decode(&mut Decoder::new(&body), pending.version())
+        let decode = <R::Response as Message>::decode;
+        self.decode_answer(R::API_KEY, body, pending.version(), decode)
             .map(Some)
-            .map_err(|source| Error::Decode {
-                api: R::API_KEY,
-                source,
-            });
-        self.settle_decoded(decoded)
+    }
+
+    /// Reads an answer's `body` with `decode`, freeing the frame before returning; an answer
+    /// that does not decode leaves the rest of the stream unaccounted for, so it breaks the
+    /// connection.
+    fn decode_answer<T>(
+        &mut self,
+        api: ApiKey,
+        body: Bytes,
+        version: i16,
+        decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
+    ) -> Result<T> {
+        let decoded = decode(&mut Decoder::new(&body), version);
+        drop(body);
+        let decoded = decoded.map_err(|source| Error::Decode { api, source });
+        if decoded.is_err() {
+            if let Some(w) = self.wire.as_mut() {
+                w.mark_broken();
+            }
+        }
+        self.settle(decoded)
     }
 
     /// Keeps a failure's copy and drops the connection if the failure broke it.
@@ -436,16 +448,6 @@ impl Link {
             self.wire = None;
         }
         result
-    }
-
-    /// An answer that did not decode leaves the rest of the stream unaccounted for.
-    fn settle_decoded<T>(&mut self, result: Result<T>) -> Result<T> {
-        if result.is_err() {
-            if let Some(w) = self.wire.as_mut() {
-                w.mark_broken();
-            }
-        }
-        self.settle(result)
     }
 }
 

@@ -254,20 +254,16 @@ impl Producer {
             }
             let now = Instant::now();
             for (tp, b) in self.acc.expire(self.config.delivery_timeout, now) {
-                let (cause, text) = match b.last_error {
-                    Some(e) => e.into_cause(),
-                    None => (None, Some("never acknowledged".to_string())),
-                };
-                let mut what = format!(
+                let what = format!(
                     "Produce of {} record(s) to {tp}: delivery.timeout.ms ({} ms) passed after {} attempt(s)",
                     b.records.len(),
                     self.config.delivery_timeout.as_millis(),
                     b.attempts
                 );
-                if let Some(text) = text {
-                    what.push_str(&format!("; last error: {text}"));
-                }
-                note_failure(Error::retries_timeout(what, cause), &mut first);
+                let last = b
+                    .last_error
+                    .unwrap_or_else(|| LastError::Other("never acknowledged".into()));
+                note_failure(last.into_timeout(what), &mut first);
             }
             if only_closed && !self.acc.has_closed() {
                 break;
@@ -402,16 +398,9 @@ impl Producer {
                     let attempts = b.attempts;
                     let e = match error {
                         LastError::Code(code, message) => produce_error(tp, code, message),
-                        other => {
-                            let (cause, text) = other.into_cause();
-                            let mut what = format!(
-                                "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed)"
-                            );
-                            if let Some(text) = text {
-                                what.push_str(&format!("; last error: {text}"));
-                            }
-                            Error::retries_timeout(what, cause)
-                        }
+                        other => other.into_timeout(format!(
+                            "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed)"
+                        )),
                     };
                     self.acc.pop(tp);
                     note_failure(e, first);

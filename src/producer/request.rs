@@ -37,11 +37,12 @@ impl LastError {
         copy_of(e).map_or_else(|| LastError::Other(e.to_string()), LastError::Failed)
     }
 
-    /// The error to hand a timeout as its cause, and the text for the ones that have none.
-    pub(super) fn into_cause(self) -> (Option<Error>, Option<String>) {
+    /// The retries timeout for `what` that ended with this error: kept as the timeout's cause
+    /// when it is an error, appended to `what` when it is only a code or a text.
+    pub(super) fn into_timeout(self, what: String) -> Error {
         match self {
-            LastError::Failed(e) => (Some(e), None),
-            other => (None, Some(other.to_string())),
+            LastError::Failed(e) => Error::retries_timeout(what, Some(e)),
+            other => Error::retries_timeout(format!("{what}; last error: {other}"), None),
         }
     }
 }

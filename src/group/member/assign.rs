@@ -4,7 +4,7 @@
 //! static leader told to skip it (KIP-814) checks the group's kept assignment instead
 //! ([`metadata_watch`](super::metadata_watch)).
 
-use super::{GroupMember, MIN_LOOKUP};
+use super::{lookup_deadline, GroupMember};
 use crate::client::{topic_denied, Metadata};
 use crate::error::{Error, Result};
 use crate::group::assignment::{Assignment, Subscription};
@@ -69,7 +69,7 @@ impl GroupMember {
     }
 
     /// Partition counts of `topics` (each asked for once, however often it is named) that exist,
-    /// looked up by `deadline` (or within [`MIN_LOOKUP`] when less is left, so that a poll
+    /// looked up by `deadline` (or within one `MIN_LOOKUP` when less is left, so that a poll
     /// with no time to spare still gets one lookup of a useful length, as for the coordinator).
     pub(super) fn partition_counts<'a>(
         &self,
@@ -80,8 +80,9 @@ impl GroupMember {
         if topics.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let by = deadline.max(crate::deadline::after(MIN_LOOKUP));
-        let meta = self.client.refresh_metadata_by(Some(&topics), by)?;
+        let meta = self
+            .client
+            .refresh_metadata_by(Some(&topics), lookup_deadline(deadline))?;
         partition_counts_in(&meta, &topics)
     }
 }
