@@ -7,8 +7,10 @@
 //! member and the network: the poll loop, offset lookups and commits.
 
 mod builder;
+mod commit;
 mod config;
 mod fetcher;
+mod lookup;
 // The admin client reuses its OffsetFetch and ListOffsets builders.
 pub(crate) mod offsets;
 mod positions;
@@ -20,19 +22,15 @@ pub use record::{ConsumerRecord, Polled};
 
 use crate::authorization::Scope;
 use crate::client::{topic_denied, Client, Metadata};
-use crate::error::{Error, Result, Timeout};
-use crate::group::action::{classify, GroupAction};
+use crate::error::{Error, Result};
 use crate::group::member::lookup_deadline;
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
 use crate::records::DecodeLimits;
-use crate::retry::{retry, retry_or_last, Backoff, Step};
 use config::ConsumerConfig;
 use fetcher::{FetchSettings, FetchTarget, Fetcher, PartitionFetch};
-use offsets::CommitOutcome;
-use positions::{Positions, ResetReason};
-use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use positions::Positions;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -126,7 +124,8 @@ struct Buffered {
 #[derive(Debug)]
 pub struct Consumer {
     client: Client,
-    member: GroupMember,
+    /// The group: `None` for a consumer without `group.id` (manual assignment, no commits).
+    member: Option<GroupMember>,
     config: ConsumerConfig,
     positions: Positions,
     buffer: VecDeque<Buffered>,
@@ -141,14 +140,26 @@ pub struct Consumer {
 }
 
 impl Consumer {
-    /// The group member underneath (generation, member id, state, metrics).
-    pub fn member(&self) -> &GroupMember {
-        &self.member
+    /// The group member underneath (generation, member id, state, metrics); `None` for a
+    /// consumer without a group.
+    pub fn member(&self) -> Option<&GroupMember> {
+        self.member.as_ref()
     }
 
-    /// The subscribed topics.
+    /// The group member, or the error a call that needs a group gets on a consumer without
+    /// `group.id` (as Java's `InvalidGroupIdException`).
+    pub(super) fn group(&self) -> Result<&GroupMember> {
+        self.member.as_ref().ok_or_else(no_group)
+    }
+
+    /// [`group`](Self::group), mutable.
+    pub(super) fn group_mut(&mut self) -> Result<&mut GroupMember> {
+        self.member.as_mut().ok_or_else(no_group)
+    }
+
+    /// The subscribed topics (empty for a consumer without a group).
     pub fn subscription(&self) -> &[String] {
-        self.member.subscription()
+        self.member.as_ref().map_or(&[], GroupMember::subscription)
     }
 
     /// The partitions assigned to this consumer (empty before the first join and between a
@@ -186,7 +197,10 @@ impl Consumer {
     }
 
     fn ctx(&self) -> String {
-        self.member.ctx()
+        match &self.member {
+            Some(m) => m.ctx(),
+            None => "consumer without group".to_string(),
+        }
     }
 
     /// Waits up to `timeout` for records, and returns within about `timeout` whatever the
@@ -205,13 +219,19 @@ impl Consumer {
         let mut events = Vec::new();
         // A join under way gets the whole poll: asked for no time, the member would spend its
         // minimum lookup time on top of the poll's.
-        let mut wait = if self.member.rejoin_pending() {
+        let mut wait = if self.member.as_ref().is_some_and(GroupMember::rejoin_pending) {
             timeout
         } else {
             Duration::ZERO
         };
         loop {
-            let group_events = self.member.poll(wait)?;
+            let group_events = match &mut self.member {
+                Some(m) => m.poll(wait)?,
+                None => {
+                    crate::deadline::sleep_within(wait, deadline);
+                    Vec::new()
+                }
+            };
             let revoked = self.on_group_events(&group_events, deadline);
             events.extend(group_events);
             if revoked {
@@ -292,23 +312,6 @@ impl Consumer {
         self.positions.is_revoked()
     }
 
-    fn maybe_auto_commit(&mut self, deadline: Instant) {
-        if !self.config.enable_auto_commit
-            || self.positions.is_revoked()
-            || self.last_auto_commit.elapsed() < self.config.auto_commit_interval
-        {
-            return;
-        }
-        self.last_auto_commit = Instant::now();
-        let offsets = self.positions.uncommitted();
-        if let Err(e) = self.commit_by(offsets, deadline) {
-            log::warn!(
-                "{}: auto-commit failed: {e}; records since the last commit may be delivered again",
-                self.ctx()
-            );
-        }
-    }
-
     /// Hands out up to `max.poll.records` buffered records, advancing the positions.
     fn drain(&mut self) -> Vec<ConsumerRecord> {
         let max = self.config.max_poll_records;
@@ -335,78 +338,6 @@ impl Consumer {
         out
     }
 
-    /// Gives every assigned partition a position: the committed offset, else the reset policy.
-    /// Gives up at `deadline` with the positions still missing (the next poll goes on), but
-    /// returns errors retrying cannot fix.
-    fn ensure_positions(&mut self, deadline: Instant) -> Result<()> {
-        match self.ensure_positions_by(deadline) {
-            // Only transient failures are retried until a deadline: the positions come at a
-            // later poll.
-            Err(Error::Timeout {
-                which: Timeout::Retries,
-                ..
-            }) => Ok(()),
-            other => other,
-        }
-    }
-
-    fn ensure_positions_by(&mut self, deadline: Instant) -> Result<()> {
-        let awaiting = self.positions.awaiting_committed();
-        if !awaiting.is_empty() {
-            let committed = self.fetch_committed(&awaiting, deadline)?;
-            for tp in &awaiting {
-                let c = committed.get(tp).copied().flatten();
-                self.positions.apply_committed(tp, c);
-            }
-            log::info!(
-                "{}: committed offsets {:?}",
-                self.ctx(),
-                awaiting
-                    .iter()
-                    .map(|tp| (
-                        tp.to_string(),
-                        committed.get(tp).copied().flatten().map(|(o, _)| o)
-                    ))
-                    .collect::<Vec<_>>()
-            );
-        }
-        let resets = self.positions.needing_reset();
-        if resets.is_empty() {
-            return Ok(());
-        }
-        let Some(timestamp) = self.config.auto_offset_reset.timestamp() else {
-            return Err(Error::NoOffset {
-                partitions: resets
-                    .into_iter()
-                    .map(|(tp, r)| {
-                        let offset = match r {
-                            ResetReason::OutOfRange(o) => Some(o),
-                            ResetReason::NoCommittedOffset => None,
-                        };
-                        (tp, offset)
-                    })
-                    .collect(),
-            });
-        };
-        let tps: Vec<TopicPartition> = resets.iter().map(|(tp, _)| tp.clone()).collect();
-        let found = self.list_offsets(&tps, timestamp, deadline)?;
-        for (tp, reason) in resets {
-            if let Some(&offset) = found.get(&tp) {
-                log::info!(
-                    "{}: {tp}: {} -> reset to {offset} ({:?})",
-                    self.ctx(),
-                    match reason {
-                        ResetReason::OutOfRange(o) => format!("offset {o} out of range"),
-                        ResetReason::NoCommittedOffset => "no committed offset".to_string(),
-                    },
-                    self.config.auto_offset_reset
-                );
-                self.positions.reset_to(&tp, offset);
-            }
-        }
-        Ok(())
-    }
-
     /// Metadata covering the subscribed topics, refreshed when asked to or when an assigned
     /// partition has no known leader (at most once per `retry.backoff.ms`; a refresh clears
     /// `metadata_stale`), by `deadline` (or within one `MIN_LOOKUP` when less is left: a
@@ -424,7 +355,7 @@ impl Consumer {
         };
         if !recently && (force || missing()) {
             self.last_metadata_refresh = Some(Instant::now());
-            let topics: Vec<&str> = self.member.subscription().iter().map(String::as_str).collect();
+            let topics: Vec<&str> = self.subscription().iter().map(String::as_str).collect();
             let fresh = self
                 .client
                 .refresh_metadata_by(Some(&topics), lookup_deadline(deadline))?;
@@ -587,286 +518,16 @@ impl Consumer {
         crate::deadline::sleep_within(self.client.retry_backoff(), deadline);
     }
 
-    /// ListOffsets at each partition's leader for `timestamp` (-2 earliest, -1 latest),
-    /// retrying leader changes until `default.api.timeout.ms`.
-    fn list_offsets(
-        &mut self,
-        tps: &[TopicPartition],
-        timestamp: i64,
-        deadline: Instant,
-    ) -> Result<BTreeMap<TopicPartition, i64>> {
-        let mut left: BTreeSet<TopicPartition> = tps.iter().cloned().collect();
-        let mut found = BTreeMap::new();
-        let mut force = false;
-        let isolation = self.config.isolation_level.code();
-        // How many are still without an offset, for the timeout's text.
-        let remaining = Cell::new(left.len());
-        let what = || format!("ListOffsets for {} partitions", remaining.get());
-        let backoff = Backoff::fixed(self.client.retry_backoff());
-        retry(deadline, backoff, what, || {
-            let meta = match self.metadata(force, deadline) {
-                Ok(m) => m,
-                Err(e) if e.is_transient() => {
-                    log::debug!("{}: metadata refresh failed: {e}", self.ctx());
-                    self.client.cached_metadata()
-                }
-                Err(e) => return Err(e),
-            };
-            // With the leader epoch: the answer becomes a position, which a stale leader must
-            // not give. Partitions without a leader wait for fresher metadata.
-            let targets =
-                offsets::list_offsets_targets(&meta, &left, timestamp, true, offsets::UnknownTopic::Wait)?;
-            force = !targets.unled.is_empty();
-            let mut last_problem = targets.unled.last().map(|tp| Error::NoLeader {
-                partition: tp.clone(),
-            });
-            for (leader, targets) in targets.by_leader {
-                let mut version = 0;
-                let resp = self.client.send_to_by(leader, deadline, |v| {
-                    version = v;
-                    offsets::list_offsets_request(v, isolation, &targets)
-                });
-                let resp = match resp {
-                    Ok(r) => r,
-                    Err(e) if e.is_transient() => {
-                        log::debug!("{}: ListOffsets at broker {leader} failed: {e}", self.ctx());
-                        last_problem = Some(e);
-                        force = true;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
-                for (tp, result) in offsets::list_offsets_result(version, &resp) {
-                    if !left.contains(&tp) {
-                        continue;
-                    }
-                    match result {
-                        Ok(offset) => {
-                            left.remove(&tp);
-                            found.insert(tp, offset);
-                        }
-                        Err(code) => {
-                            let scope = Scope::topic(&tp.topic);
-                            let e = Error::from_code_in(ApiKey::ListOffsets, code, scope, tp.to_string());
-                            if !code.is_retriable() {
-                                return Err(e);
-                            }
-                            log::debug!("{}: ListOffsets {tp}: {code}; retrying", self.ctx());
-                            last_problem = Some(e);
-                            force = true;
-                        }
-                    }
-                }
-            }
-            remaining.set(left.len());
-            if left.is_empty() {
-                return Ok(Step::Done(()));
-            }
-            Ok(last_problem.map_or(Step::Wait, Step::Retry))
-        })?;
-        Ok(found)
-    }
-
-    /// The offsets committed for `partitions` (OffsetFetch to the group coordinator); `None`
-    /// where nothing is committed.
-    pub fn committed(
-        &mut self,
-        partitions: &[TopicPartition],
-    ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
-        let got = self.fetch_committed(partitions, crate::deadline::after(self.client.api_timeout()))?;
-        Ok(partitions
-            .iter()
-            .map(|tp| (tp.clone(), got.get(tp).copied().flatten().map(|(o, _)| o)))
-            .collect())
-    }
-
-    fn fetch_committed(
-        &mut self,
-        partitions: &[TopicPartition],
-        deadline: Instant,
-    ) -> Result<BTreeMap<TopicPartition, offsets::Committed>> {
-        let group = self.member.group_id().to_string();
-        // Always `require_stable` (OffsetFetch v7+, KIP-447), as Kafka's own consumer does, and
-        // not only for transactions: without it, Kafka 4's coordinator answers from its last
-        // replicated state, which right after a coordinator failover lags the offsets it has
-        // already acknowledged, so a member taking a partition over could read no offset at all
-        // and consume again what was committed (seen in chaos_tests' kill -9 of the
-        // coordinator). With it, pending commits are waited for (UNSTABLE_OFFSET_COMMIT, retried).
-        let require_stable = true;
-        let what = || format!("OffsetFetch for group {group}");
-        let backoff = Backoff::fixed(self.client.retry_backoff());
-        retry(deadline, backoff, what, || {
-            let problem = match self.member.coordinator_request(deadline, |v| {
-                offsets::offset_fetch_request(v, &group, partitions, require_stable)
-            }) {
-                Ok(resp) => match offsets::offset_fetch_result(&resp) {
-                    Ok(map) => return Ok(Step::Done(map)),
-                    Err(offsets::FetchFailure { code, topic }) => {
-                        let action = classify(code);
-                        if !matches!(action, GroupAction::Retry | GroupAction::RediscoverCoordinator) {
-                            let scope = Scope {
-                                topic: topic.as_deref(),
-                                group: Some(&group),
-                            };
-                            let context = format!("group {group}");
-                            let e = Error::from_code_in(ApiKey::OffsetFetch, code, scope, context);
-                            // Denied the group: the member stops, as on any other group call.
-                            return Err(self.member.stop_if_denied(e));
-                        }
-                        if action == GroupAction::RediscoverCoordinator {
-                            self.member.forget_coordinator();
-                        }
-                        Error::Kafka {
-                            api: ApiKey::OffsetFetch,
-                            code,
-                            message: None,
-                        }
-                    }
-                },
-                Err(e) if e.is_transient() => e,
-                Err(e) => return Err(e),
-            };
-            log::debug!("{}: OffsetFetch: {problem}; retrying", self.ctx());
-            Ok(Step::Retry(problem))
-        })
-    }
-
-    /// Commits the positions of every assigned partition — everything [`poll`](Self::poll)
-    /// has returned — synchronously. Between a poll that returned [`GroupEvent::Revoked`] and
-    /// the next poll, commits the revoked partitions with the generation that owned them.
-    /// Partitions whose position equals the committed offset are not sent again; with nothing
-    /// to commit no request is made.
-    ///
-    /// A rejection because the generation is over comes back as [`Error::Kafka`] with
-    /// `api: ApiKey::OffsetCommit` and the code (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
-    /// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); the next poll rejoins and the uncommitted
-    /// records are delivered again.
-    pub fn commit(&mut self) -> Result<()> {
-        let offsets = self.positions.uncommitted();
-        self.commit_by(offsets, crate::deadline::after(self.client.api_timeout()))
-    }
-
-    /// Commits the given offsets (the offset of the next record to read, as Kafka counts),
-    /// synchronously, with the same error rules as [`commit`](Self::commit). An offset below
-    /// the partition's committed offset is skipped with a warning (see the [`Consumer`] docs).
-    ///
-    /// Fails before any request with [`Error::Config`] for a negative offset (Kafka has none,
-    /// and the coordinator would store it as "no offset") or a topic name Kafka cannot have.
-    pub fn commit_offsets(&mut self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
-        for (tp, &offset) in offsets {
-            crate::names::check_topic("commit_offsets", &tp.topic)?;
-            if offset < 0 {
-                return Err(Error::Config {
-                    property: "commit_offsets",
-                    problem: format!("offset {offset} for {tp} is negative"),
-                });
-            }
-        }
-        // The leader epoch is known only for the position poll reached.
-        let offsets = offsets.iter().map(|(tp, &o)| (tp.clone(), (o, None))).collect();
-        self.commit_by(offsets, crate::deadline::after(self.client.api_timeout()))
-    }
-
-    /// Commits `offsets`, retrying what a retry can fix until `deadline` (at least one try).
-    fn commit_by(
-        &mut self,
-        offsets: BTreeMap<TopicPartition, (i64, Option<i32>)>,
-        deadline: Instant,
-    ) -> Result<()> {
-        let check = self.positions.check_commit(&offsets);
-        for (tp, (offset, floor)) in &check.stale {
-            log::warn!(
-                "{}: not committing {tp} at {offset}: {floor} is already committed and committed \
-                 offsets do not move backwards (seek first to rewind)",
-                self.ctx()
-            );
-        }
-        let mut pending = check.send;
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let group = self.member.group_id().to_string();
-        let instance = self
-            .member
-            .group_instance_id()
-            .filter(|_| self.member.is_static())
-            .map(String::from);
-        // A commit that runs out of time answers with its last error itself (the OffsetCommit
-        // code, the lost connection), as it always has; `what` serves only if there is none.
-        let what = || format!("OffsetCommit for group {group}");
-        let backoff = Backoff::fixed(self.client.retry_backoff());
-        retry_or_last(deadline, backoff, what, || {
-            let generation = self.member.generation().cloned();
-            let result = self.member.coordinator_request(deadline, |v| {
-                offsets::offset_commit_request(v, &group, generation.as_ref(), instance.as_deref(), &pending)
-            });
-            let problem = match result {
-                Ok(resp) => {
-                    let (ok, outcome) = offsets::commit_outcome(&resp);
-                    for tp in ok {
-                        if let Some((offset, _)) = pending.remove(&tp) {
-                            self.positions.committed_ok(&tp, offset);
-                        }
-                    }
-                    match outcome {
-                        CommitOutcome::Done => {
-                            log::debug!("{}: committed", self.ctx());
-                            return Ok(Step::Done(()));
-                        }
-                        CommitOutcome::Retry {
-                            partitions,
-                            rediscover,
-                            code,
-                        } => {
-                            if rediscover {
-                                self.member.forget_coordinator();
-                            }
-                            pending.retain(|tp, _| partitions.contains(tp));
-                            Error::Kafka {
-                                api: ApiKey::OffsetCommit,
-                                code,
-                                message: None,
-                            }
-                        }
-                        CommitOutcome::Failed {
-                            code,
-                            partitions,
-                            rejoin,
-                        } => {
-                            if rejoin {
-                                self.member.request_rejoin();
-                            }
-                            let list: Vec<String> = partitions.iter().map(ToString::to_string).collect();
-                            let list = list.join(", ");
-                            log::warn!("{}: commit of {list} rejected: {code}", self.ctx());
-                            let context = format!(
-                                "commit of {list} rejected in generation {}",
-                                generation.map_or(-1, |g| g.id)
-                            );
-                            // The first partition is the one the (first) code is about.
-                            let scope = Scope {
-                                topic: partitions.first().map(|tp| tp.topic.as_str()),
-                                group: Some(&group),
-                            };
-                            let e = Error::from_code_in(ApiKey::OffsetCommit, code, scope, context);
-                            return Err(self.member.stop_if_denied(e));
-                        }
-                    }
-                }
-                Err(e) if e.is_transient() => e,
-                Err(e) => return Err(e),
-            };
-            log::debug!("{}: OffsetCommit: {problem}; retrying", self.ctx());
-            Ok(Step::Retry(problem))
-        })
-    }
-
     /// Commits (if auto-commit is on), then closes the member: a static member keeps its
     /// partitions until its session times out, a dynamic one leaves the group. Returns the
     /// commit's error if it failed (the member is closed regardless).
     pub fn close(mut self) -> Result<()> {
         // The final commit shares the member's close bound (`close_timeout`, default 30 s).
-        let deadline = crate::deadline::after(self.member.close_timeout());
+        let close_timeout = self
+            .member
+            .as_ref()
+            .map_or(Duration::ZERO, GroupMember::close_timeout);
+        let deadline = crate::deadline::after(close_timeout);
         let committed = if self.config.enable_auto_commit && self.positions.assigned().next().is_some() {
             let offsets = self.positions.uncommitted();
             self.commit_by(offsets, deadline)
@@ -875,8 +536,18 @@ impl Consumer {
         };
         // The fetch connections have no part in leaving the group: close them first.
         self.fetcher.clear();
-        let closed = self.member.close_by(deadline);
+        let closed = match self.member.take() {
+            Some(m) => m.close_by(deadline),
+            None => Ok(()),
+        };
         committed.and(closed)
+    }
+}
+
+fn no_group() -> Error {
+    Error::Config {
+        property: "group.id",
+        problem: "this consumer has no group: group calls and commits need one".into(),
     }
 }
 

@@ -192,8 +192,8 @@ fn bob_joining_a_group_outside_his_prefix_stops_the_member() {
     );
     assert!(e.to_string().contains("DESCRIBE"), "{e}");
     // Stopped, as when fenced: no further lookups, the same error from every call.
-    assert_eq!(c.member().state(), MemberState::Unauthorized);
-    let lookups = c.member().metrics();
+    assert_eq!(c.member().unwrap().state(), MemberState::Unauthorized);
+    let lookups = c.member().unwrap().metrics();
     for what in ["poll again", "commit_offsets"] {
         let started = Instant::now();
         let result = if what == "poll again" {
@@ -211,8 +211,8 @@ fn bob_joining_a_group_outside_his_prefix_stops_the_member() {
             Resource::Group(group.clone()),
         );
     }
-    assert_eq!(c.member().metrics().joins, lookups.joins);
-    assert_eq!(c.member().metrics().joins, 0, "a JoinGroup was sent");
+    assert_eq!(c.member().unwrap().metrics().joins, lookups.joins);
+    assert_eq!(c.member().unwrap().metrics().joins, 0, "a JoinGroup was sent");
     c.close().unwrap();
 }
 
@@ -536,8 +536,8 @@ fn bob_in_a_group_he_may_only_describe_is_denied_on_join_and_commit() {
         Resource::Group(group.clone()),
     );
     assert!(e.to_string().contains("READ"), "{e}");
-    assert_eq!(c.member().state(), MemberState::Unauthorized);
-    let joins = c.member().metrics().joins;
+    assert_eq!(c.member().unwrap().state(), MemberState::Unauthorized);
+    let joins = c.member().unwrap().metrics().joins;
     let started = Instant::now();
     let again = c.poll(Duration::from_secs(20));
     assert_denied(
@@ -549,7 +549,7 @@ fn bob_in_a_group_he_may_only_describe_is_denied_on_join_and_commit() {
         Resource::Group(group.clone()),
     );
     assert_eq!(
-        c.member().metrics().joins,
+        c.member().unwrap().metrics().joins,
         joins,
         "the stopped member joined again"
     );
@@ -647,7 +647,7 @@ fn a_member_whose_group_acl_is_revoked_stops_at_its_next_heartbeat() {
     }
     // Heartbeats are answered before the ACL goes.
     wait_for("a heartbeat answered", Duration::from_secs(10), || {
-        c.member().metrics().heartbeats > 0
+        c.member().unwrap().metrics().heartbeats > 0
     });
     deny_group_read(&format!("User:{}", BOB.name), &group);
     let started = Instant::now();
@@ -660,13 +660,17 @@ fn a_member_whose_group_acl_is_revoked_stops_at_its_next_heartbeat() {
         KafkaCode::GroupAuthorizationFailed,
         Resource::Group(group.clone()),
     );
-    assert_eq!(c.member().state(), MemberState::Unauthorized);
-    assert!(c.member().assignment().is_empty(), "{}", c.member().assignment());
+    assert_eq!(c.member().unwrap().state(), MemberState::Unauthorized);
+    assert!(
+        c.member().unwrap().assignment().is_empty(),
+        "{}",
+        c.member().unwrap().assignment()
+    );
     // Stopped: no more heartbeats go out, and every call says why.
-    let sent = c.member().metrics().heartbeats + c.member().metrics().heartbeat_failures;
+    let sent = c.member().unwrap().metrics().heartbeats + c.member().unwrap().metrics().heartbeat_failures;
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(
-        c.member().metrics().heartbeats + c.member().metrics().heartbeat_failures,
+        c.member().unwrap().metrics().heartbeats + c.member().unwrap().metrics().heartbeat_failures,
         sent,
         "heartbeats went on"
     );

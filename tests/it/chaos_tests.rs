@@ -420,7 +420,7 @@ fn run(mut c: Consumer, mut log: MemberLog, stop: &AtomicBool, seen: &Mutex<Seen
                 continue;
             }
         };
-        let generation = c.member().generation().map_or(-1, |g| g.id);
+        let generation = c.member().unwrap().generation().map_or(-1, |g| g.id);
         seen.lock().unwrap().generation = generation;
         if polled.revoked().is_some() {
             commit(&mut c, &mut log);

@@ -462,7 +462,7 @@ fn commit_after_the_generation_ended_is_surfaced() {
         .unwrap();
     let read = consume(&mut a, 6, Duration::from_secs(30), false);
     assert_eq!(read.len(), 6);
-    let generation = a.member().generation().unwrap().id;
+    let generation = a.member().unwrap().generation().unwrap().id;
 
     let mut b2 = builder(&client, &group, &topic)
         .max_poll_interval(Duration::from_secs(3))
@@ -516,7 +516,7 @@ fn commit_after_the_generation_ended_is_surfaced() {
             .extend(p.records.iter().map(|r| (r.partition, r.offset)));
         events.extend(p.events);
     }
-    assert!(a.member().generation().unwrap().id > generation);
+    assert!(a.member().unwrap().generation().unwrap().id > generation);
     wait_for("the 6 records again", Duration::from_secs(30), || {
         let _ = a.poll(Duration::from_millis(50)).map(|p| {
             seen.lock()

@@ -736,7 +736,7 @@ impl Consuming {
                         return None;
                     }
                 }
-                let member = consumer.member();
+                let member = consumer.member().unwrap();
                 s.state = Some(member.state());
                 s.generation = member.generation().map_or(-1, |g| g.id);
                 s.assignment = consumer.assignment().into_iter().collect();

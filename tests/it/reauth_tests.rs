@@ -123,7 +123,7 @@ pub(crate) fn member_runs(what: &str, client: &Client, instance: Option<&str>, r
             producer.flush().unwrap_or_else(|e| panic!("{what}: flush: {e}"));
         }
         poll(&mut consumer, &mut got);
-        if let Some(g) = consumer.member().generation() {
+        if let Some(g) = consumer.member().unwrap().generation() {
             let id = *generation.get_or_insert(g.id);
             assert_eq!(g.id, id, "{what}: the generation changed");
         }
@@ -150,7 +150,7 @@ pub(crate) fn member_runs(what: &str, client: &Client, instance: Option<&str>, r
     // (how many fit in the run depends on the machine's pace, so only "more than one"); the
     // last commit above comes after the whole run.
     assert!(commits > 1, "{what}: {commits} commits");
-    let metrics = consumer.member().metrics();
+    let metrics = consumer.member().unwrap().metrics();
     assert_eq!(metrics.joins, 1, "{what}: one join, no rebalance: {metrics:?}");
     assert_eq!(metrics.rebalances, 0, "{what}: {metrics:?}");
     assert_eq!(
@@ -158,7 +158,7 @@ pub(crate) fn member_runs(what: &str, client: &Client, instance: Option<&str>, r
         "{what}: no heartbeat failed (no connection closed by the broker): {metrics:?}"
     );
     assert_eq!(
-        consumer.member().generation().map(|g| g.id),
+        consumer.member().unwrap().generation().map(|g| g.id),
         generation,
         "{what}: the generation the member started with"
     );

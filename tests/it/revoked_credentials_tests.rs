@@ -109,8 +109,8 @@ fn a_credential_deleted_under_a_running_member_is_one_clear_error_until_it_is_ba
     while started.elapsed() < reauth * 2 {
         c.poll(Duration::from_millis(300)).unwrap();
     }
-    assert!(c.member().metrics().heartbeats > 0);
-    let generation = c.member().generation().cloned().unwrap();
+    assert!(c.member().unwrap().metrics().heartbeats > 0);
+    let generation = c.member().unwrap().generation().cloned().unwrap();
 
     delete_scram_512(b.plaintext, ADMIN.name);
     let deleted = Instant::now();
@@ -140,9 +140,9 @@ fn a_credential_deleted_under_a_running_member_is_one_clear_error_until_it_is_ba
     // The heartbeat thread stopped too: its connection's re-authentication failed within a
     // session lifetime, and it does not reconnect in a loop.
     std::thread::sleep(reauth * 2);
-    let before = c.member().metrics();
+    let before = c.member().unwrap().metrics();
     std::thread::sleep(reauth);
-    let after = c.member().metrics();
+    let after = c.member().unwrap().metrics();
     assert_eq!(
         (before.heartbeats, before.heartbeat_failures),
         (after.heartbeats, after.heartbeat_failures),
@@ -160,9 +160,9 @@ fn a_credential_deleted_under_a_running_member_is_one_clear_error_until_it_is_ba
             restored.elapsed()
         );
         if c.poll(Duration::from_millis(500)).is_ok() && !c.assignment().is_empty() {
-            let beats = c.member().metrics().heartbeats;
+            let beats = c.member().unwrap().metrics().heartbeats;
             std::thread::sleep(Duration::from_secs(2));
-            if c.member().metrics().heartbeats > beats {
+            if c.member().unwrap().metrics().heartbeats > beats {
                 break;
             }
         }
@@ -172,7 +172,7 @@ fn a_credential_deleted_under_a_running_member_is_one_clear_error_until_it_is_ba
         restored.elapsed()
     );
     // Within the session: the same generation, no rebalance, nothing lost.
-    assert_eq!(c.member().generation(), Some(&generation));
-    assert_eq!(c.member().metrics().rebalances, 0);
+    assert_eq!(c.member().unwrap().generation(), Some(&generation));
+    assert_eq!(c.member().unwrap().metrics().rebalances, 0);
     c.close().unwrap();
 }

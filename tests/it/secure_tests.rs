@@ -87,8 +87,8 @@ impl Consuming {
                         break;
                     }
                 }
-                s.stable = c.member().state() == MemberState::Stable;
-                s.generation = c.member().generation().map(|g| g.id);
+                s.stable = c.member().unwrap().state() == MemberState::Stable;
+                s.generation = c.member().unwrap().generation().map(|g| g.id);
                 s.partitions = c.assignment().into_iter().collect();
             }
             c
