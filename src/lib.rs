@@ -95,7 +95,10 @@ pub use admin::{
 pub use authorization::Resource;
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};
 pub use code::KafkaCode;
-pub use consumer::{Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetReset, Polled};
+pub use consumer::{
+    Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp,
+    OffsetReset, Polled,
+};
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
 pub use group::{
     Assignment, Assignor, Generation, GroupEvent, GroupMember, MemberBuilder, MemberMetrics, MemberState,

@@ -113,6 +113,7 @@ impl ConsumerBuilder {
             last_metadata_refresh: None,
             rotation: 0,
             limits: DecodeLimits::default(),
+            lookup_topics: Vec::new(),
         })
     }
 }

@@ -2,7 +2,7 @@
 //! (`enable.auto.commit`), with the generation that owns the partitions.
 
 use super::offsets::CommitOutcome;
-use super::{offsets, Consumer};
+use super::{offsets, Consumer, ConsumerRecord, OffsetAndMetadata};
 use crate::authorization::Scope;
 use crate::error::{Error, Result};
 use crate::group::TopicPartition;
@@ -51,24 +51,85 @@ impl Consumer {
     /// Fails before any request with [`Error::Config`] for a negative offset (Kafka has none,
     /// and the coordinator would store it as "no offset") or a topic name Kafka cannot have.
     pub fn commit_offsets(&mut self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
-        for (tp, &offset) in offsets {
+        let offsets = offsets
+            .iter()
+            .map(|(tp, &o)| (tp.clone(), OffsetAndMetadata::new(o)))
+            .collect();
+        self.commit_offsets_with_metadata(&offsets)
+    }
+
+    /// [`commit_offsets`](Self::commit_offsets) with a metadata string and leader epoch per
+    /// partition (Java `commitSync(Map<TopicPartition, OffsetAndMetadata>)`); the metadata comes
+    /// back from [`committed_with_metadata`](Self::committed_with_metadata). A metadata string
+    /// longer than the broker's `offset.metadata.max.bytes` is rejected by the coordinator with
+    /// `OFFSET_METADATA_TOO_LARGE`.
+    pub fn commit_offsets_with_metadata(
+        &mut self,
+        offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
+    ) -> Result<()> {
+        for (tp, o) in offsets {
             crate::names::check_topic("commit_offsets", &tp.topic)?;
-            if offset < 0 {
+            if o.offset < 0 {
                 return Err(Error::Config {
                     property: "commit_offsets",
-                    problem: format!("offset {offset} for {tp} is negative"),
+                    problem: format!("offset {} for {tp} is negative", o.offset),
                 });
             }
         }
-        // The leader epoch is known only for the position poll reached.
-        let offsets = offsets.iter().map(|(tp, &o)| (tp.clone(), (o, None))).collect();
-        self.commit_by(offsets, crate::deadline::after(self.client.api_timeout()))
+        let metadata: BTreeMap<TopicPartition, String> = offsets
+            .iter()
+            .filter(|(_, o)| !o.metadata.is_empty())
+            .map(|(tp, o)| (tp.clone(), o.metadata.clone()))
+            .collect();
+        let offsets = offsets
+            .iter()
+            .map(|(tp, o)| (tp.clone(), (o.offset, o.leader_epoch)))
+            .collect();
+        self.commit_with(
+            offsets,
+            &metadata,
+            crate::deadline::after(self.client.api_timeout()),
+        )
     }
 
-    /// Commits `offsets`, retrying what a retry can fix until `deadline` (at least one try).
+    /// Commits, for each partition among `records`, one past the highest offset there: what a
+    /// job that processed exactly these records (and not everything [`poll`](Self::poll)
+    /// returned, e.g. because it stops at a snapshot of the end offsets) has done. With the
+    /// leader epoch of that record. Same rules as [`commit_offsets`](Self::commit_offsets);
+    /// nothing to commit for an empty slice.
+    pub fn commit_records(&mut self, records: &[ConsumerRecord]) -> Result<()> {
+        let mut upto: BTreeMap<TopicPartition, OffsetAndMetadata> = BTreeMap::new();
+        for r in records {
+            let next = r.offset + 1;
+            let e = upto
+                .entry(TopicPartition::new(r.topic.as_str(), r.partition))
+                .or_insert_with(|| OffsetAndMetadata::new(next));
+            if next >= e.offset {
+                e.offset = next;
+                e.leader_epoch = r.leader_epoch;
+            }
+        }
+        if upto.is_empty() {
+            return Ok(());
+        }
+        self.commit_offsets_with_metadata(&upto)
+    }
+
+    /// [`commit_with`](Self::commit_with) without metadata strings.
     pub(super) fn commit_by(
         &mut self,
         offsets: BTreeMap<TopicPartition, (i64, Option<i32>)>,
+        deadline: Instant,
+    ) -> Result<()> {
+        self.commit_with(offsets, &BTreeMap::new(), deadline)
+    }
+
+    /// Commits `offsets` (with `metadata` where given), retrying what a retry can fix until
+    /// `deadline` (at least one try).
+    fn commit_with(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, (i64, Option<i32>)>,
+        metadata: &BTreeMap<TopicPartition, String>,
         deadline: Instant,
     ) -> Result<()> {
         let check = self.positions.check_commit(&offsets);
@@ -96,7 +157,14 @@ impl Consumer {
         retry_or_last(deadline, backoff, what, || {
             let generation = self.group_mut()?.generation().cloned();
             let result = self.group_mut()?.coordinator_request(deadline, |v| {
-                offsets::offset_commit_request(v, &group, generation.as_ref(), instance.as_deref(), &pending)
+                offsets::offset_commit_request(
+                    v,
+                    &group,
+                    generation.as_ref(),
+                    instance.as_deref(),
+                    &pending,
+                    metadata,
+                )
             });
             let problem = match result {
                 Ok(resp) => {

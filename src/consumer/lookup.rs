@@ -3,12 +3,14 @@
 
 use super::positions::ResetReason;
 use super::{offsets, Consumer};
+use super::{OffsetAndMetadata, OffsetAndTimestamp};
 use crate::authorization::Scope;
 use crate::error::{Error, Result, Timeout};
 use crate::group::action::{classify, GroupAction};
 use crate::group::TopicPartition;
 use crate::protocol::ApiKey;
 use crate::retry::{retry, Backoff, Step};
+use crate::KafkaCode;
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -53,32 +55,61 @@ impl Consumer {
         if resets.is_empty() {
             return Ok(());
         }
-        let Some(timestamp) = self.config.auto_offset_reset.timestamp() else {
+        // Requested resets (seek_to_beginning/end/timestamp) look up what was asked for; the
+        // others what `auto.offset.reset` says, or fail without a policy.
+        let policy = self.config.auto_offset_reset.timestamp();
+        let mut by_timestamp: BTreeMap<i64, Vec<TopicPartition>> = BTreeMap::new();
+        let mut no_offset = Vec::new();
+        for (tp, reason) in &resets {
+            match (reason, policy) {
+                (ResetReason::Requested(ts), _) => by_timestamp.entry(*ts).or_default().push(tp.clone()),
+                (_, Some(ts)) => by_timestamp.entry(ts).or_default().push(tp.clone()),
+                (ResetReason::OutOfRange(o), None) => no_offset.push((tp.clone(), Some(*o))),
+                (ResetReason::NoCommittedOffset, None) => no_offset.push((tp.clone(), None)),
+            }
+        }
+        if !no_offset.is_empty() {
             return Err(Error::NoOffset {
-                partitions: resets
-                    .into_iter()
-                    .map(|(tp, r)| {
-                        let offset = match r {
-                            ResetReason::OutOfRange(o) => Some(o),
-                            ResetReason::NoCommittedOffset => None,
-                        };
-                        (tp, offset)
-                    })
-                    .collect(),
+                partitions: no_offset,
             });
-        };
-        let tps: Vec<TopicPartition> = resets.iter().map(|(tp, _)| tp.clone()).collect();
-        let found = self.list_offsets(&tps, timestamp, deadline)?;
-        for (tp, reason) in resets {
-            if let Some(&offset) = found.get(&tp) {
+        }
+        for (timestamp, tps) in by_timestamp {
+            let found = self.list_offsets_found(&tps, timestamp, deadline)?;
+            // A time with no record at or after it goes to the end, as Kafka's
+            // `auto.offset.reset=by_duration` does.
+            let past_end: Vec<TopicPartition> = tps
+                .iter()
+                .filter(|tp| matches!(found.get(*tp), Some(None)))
+                .cloned()
+                .collect();
+            let ends = if past_end.is_empty() {
+                BTreeMap::new()
+            } else {
+                self.list_offsets(&past_end, -1, deadline)?
+            };
+            for tp in tps {
+                let offset = match found.get(&tp) {
+                    Some(Some(o)) => o.offset,
+                    _ => match ends.get(&tp) {
+                        Some(&o) => o,
+                        None => continue,
+                    },
+                };
+                let reason = resets.iter().find(|(t, _)| *t == tp).map(|(_, r)| *r);
                 log::info!(
-                    "{}: {tp}: {} -> reset to {offset} ({:?})",
+                    "{}: {tp}: {} -> reset to {offset}",
                     self.ctx(),
                     match reason {
-                        ResetReason::OutOfRange(o) => format!("offset {o} out of range"),
-                        ResetReason::NoCommittedOffset => "no committed offset".to_string(),
+                        Some(ResetReason::OutOfRange(o)) =>
+                            format!("offset {o} out of range ({:?})", self.config.auto_offset_reset),
+                        Some(ResetReason::NoCommittedOffset) => {
+                            format!("no committed offset ({:?})", self.config.auto_offset_reset)
+                        }
+                        Some(ResetReason::Requested(-2)) => "seek to beginning".to_string(),
+                        Some(ResetReason::Requested(-1)) => "seek to end".to_string(),
+                        Some(ResetReason::Requested(t)) => format!("seek to timestamp {t}"),
+                        None => String::new(),
                     },
-                    self.config.auto_offset_reset
                 );
                 self.positions.reset_to(&tp, offset);
             }
@@ -86,17 +117,44 @@ impl Consumer {
         Ok(())
     }
 
-    /// ListOffsets at each partition's leader for `timestamp` (-2 earliest, -1 latest),
-    /// retrying leader changes until `default.api.timeout.ms`.
+    /// [`list_offsets_found`](Self::list_offsets_found) for -2 (earliest) or -1 (latest),
+    /// which every partition with a leader answers.
     pub(super) fn list_offsets(
         &mut self,
         tps: &[TopicPartition],
         timestamp: i64,
         deadline: Instant,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
+        debug_assert!(timestamp < 0);
+        Ok(self
+            .list_offsets_found(tps, timestamp, deadline)?
+            .into_iter()
+            .filter_map(|(tp, o)| Some((tp, o?.offset)))
+            .collect())
+    }
+
+    /// ListOffsets at each partition's leader for `timestamp` (-2 earliest, -1 latest, else
+    /// the first record at or after that time, `None` where there is none), with the
+    /// consumer's `isolation.level`, retrying leader changes until `deadline`.
+    pub(super) fn list_offsets_found(
+        &mut self,
+        tps: &[TopicPartition],
+        timestamp: i64,
+        deadline: Instant,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>> {
+        // Topics outside the subscription (lookups for any partition) need their metadata.
+        let missing = {
+            let meta = self.client.cached_metadata();
+            tps.iter().any(|tp| !meta.topics.contains_key(&tp.topic))
+        };
+        let mut force = missing;
+        for tp in tps {
+            if !self.lookup_topics.contains(&tp.topic) {
+                self.lookup_topics.push(tp.topic.clone());
+            }
+        }
         let mut left: BTreeSet<TopicPartition> = tps.iter().cloned().collect();
         let mut found = BTreeMap::new();
-        let mut force = false;
         let isolation = self.config.isolation_level.code();
         // How many are still without an offset, for the timeout's text.
         let remaining = Cell::new(left.len());
@@ -135,6 +193,7 @@ impl Consumer {
                     }
                     Err(e) => return Err(e),
                 };
+                let times = offsets::list_offsets_timestamps(&resp);
                 for (tp, result) in offsets::list_offsets_result(version, &resp) {
                     if !left.contains(&tp) {
                         continue;
@@ -142,7 +201,14 @@ impl Consumer {
                     match result {
                         Ok(offset) => {
                             left.remove(&tp);
-                            found.insert(tp, offset);
+                            let timestamp = times.get(&tp).copied().unwrap_or(-1);
+                            found.insert(tp, Some(OffsetAndTimestamp { offset, timestamp }));
+                        }
+                        // Answered without error but without an offset: no record at or after
+                        // the time. That is the answer, not a condition to wait out.
+                        Err(KafkaCode::OffsetNotAvailable) if timestamp >= 0 && times.contains_key(&tp) => {
+                            left.remove(&tp);
+                            found.insert(tp, None);
                         }
                         Err(code) => {
                             let scope = Scope::topic(&tp.topic);
@@ -166,16 +232,108 @@ impl Consumer {
         Ok(found)
     }
 
+    /// The first offset still in the log of each of `partitions`, assigned or not (ListOffsets
+    /// at each leader; Java `beginningOffsets`, rdkafka's low watermark from
+    /// `query_watermark_offsets`). Leader changes are retried until `default.api.timeout.ms`,
+    /// then [`Error::Timeout`] names the last cause. Moves no position.
+    pub fn beginning_offsets(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, i64>> {
+        self.check_lookup("beginning_offsets", partitions)?;
+        self.list_offsets(partitions, -2, crate::deadline::after(self.client.api_timeout()))
+    }
+
+    /// The end of the log of each of `partitions`, assigned or not: the offset the next record
+    /// will get (the high watermark), or with `isolation.level=read_committed` the last stable
+    /// offset, below which every transaction is decided (Java `endOffsets`, rdkafka's high
+    /// watermark). A batch job that reads up to these and stops reads exactly what was there
+    /// when it asked. Bounded like [`beginning_offsets`](Self::beginning_offsets).
+    pub fn end_offsets(&mut self, partitions: &[TopicPartition]) -> Result<BTreeMap<TopicPartition, i64>> {
+        self.check_lookup("end_offsets", partitions)?;
+        self.list_offsets(partitions, -1, crate::deadline::after(self.client.api_timeout()))
+    }
+
+    /// For each partition, the first offset whose record timestamp is at or after the given
+    /// time (milliseconds since the epoch), with that record's timestamp; `None` where no record
+    /// is that recent (Java `offsetsForTimes`, rdkafka `offsets_for_times`). Needs ListOffsets
+    /// v1 (Kafka 0.10.1+). Bounded like [`beginning_offsets`](Self::beginning_offsets); fails
+    /// with [`Error::Config`] for a negative time, before any request.
+    pub fn offsets_for_times(
+        &mut self,
+        times: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>> {
+        let partitions: Vec<TopicPartition> = times.keys().cloned().collect();
+        self.check_lookup("offsets_for_times", &partitions)?;
+        if let Some((tp, t)) = times.iter().find(|(_, &t)| t < 0) {
+            return Err(Error::Config {
+                property: "offsets_for_times",
+                problem: format!("timestamp {t} for {tp} is negative"),
+            });
+        }
+        let deadline = crate::deadline::after(self.client.api_timeout());
+        let mut by_time: BTreeMap<i64, Vec<TopicPartition>> = BTreeMap::new();
+        for (tp, &t) in times {
+            by_time.entry(t).or_default().push(tp.clone());
+        }
+        let mut out = BTreeMap::new();
+        for (t, tps) in by_time {
+            out.extend(self.list_offsets_found(&tps, t, deadline)?);
+        }
+        Ok(out)
+    }
+
+    fn check_lookup(&self, call: &'static str, partitions: &[TopicPartition]) -> Result<()> {
+        for tp in partitions {
+            crate::names::check_topic(call, &tp.topic)?;
+            if tp.partition < 0 {
+                return Err(Error::Config {
+                    property: call,
+                    problem: format!("partition {} of {} is negative", tp.partition, tp.topic),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The offsets committed for `partitions` (OffsetFetch to the group coordinator); `None`
     /// where nothing is committed.
     pub fn committed(
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
+        self.check_lookup("committed", partitions)?;
         let got = self.fetch_committed(partitions, crate::deadline::after(self.client.api_timeout()))?;
         Ok(partitions
             .iter()
             .map(|tp| (tp.clone(), got.get(tp).copied().flatten().map(|(o, _)| o)))
+            .collect())
+    }
+
+    /// The offsets committed for `partitions`, assigned or not, with their metadata strings and
+    /// leader epochs (OffsetFetch to the group coordinator; Java `committed(Set)`); `None` where
+    /// nothing is committed. Bounded by `default.api.timeout.ms`.
+    pub fn committed_with_metadata(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndMetadata>>> {
+        self.check_lookup("committed", partitions)?;
+        let deadline = crate::deadline::after(self.client.api_timeout());
+        let (got, mut metadata) = self.fetch_committed_with_metadata(partitions, deadline)?;
+        Ok(partitions
+            .iter()
+            .map(|tp| {
+                let c = got
+                    .get(tp)
+                    .copied()
+                    .flatten()
+                    .map(|(offset, leader_epoch)| OffsetAndMetadata {
+                        offset,
+                        metadata: metadata.remove(tp).unwrap_or_default(),
+                        leader_epoch,
+                    });
+                (tp.clone(), c)
+            })
             .collect())
     }
 
@@ -184,6 +342,19 @@ impl Consumer {
         partitions: &[TopicPartition],
         deadline: Instant,
     ) -> Result<BTreeMap<TopicPartition, offsets::Committed>> {
+        Ok(self.fetch_committed_with_metadata(partitions, deadline)?.0)
+    }
+
+    /// [`fetch_committed`](Self::fetch_committed) with the metadata strings stored beside the
+    /// offsets.
+    fn fetch_committed_with_metadata(
+        &mut self,
+        partitions: &[TopicPartition],
+        deadline: Instant,
+    ) -> Result<(
+        BTreeMap<TopicPartition, offsets::Committed>,
+        BTreeMap<TopicPartition, String>,
+    )> {
         let group = self.group()?.group_id().to_string();
         // Always `require_stable` (OffsetFetch v7+, KIP-447), as Kafka's own consumer does, and
         // not only for transactions: without it, Kafka 4's coordinator answers from its last
@@ -199,7 +370,7 @@ impl Consumer {
                 offsets::offset_fetch_request(v, &group, partitions, require_stable)
             }) {
                 Ok(resp) => match offsets::offset_fetch_result(&resp) {
-                    Ok(map) => return Ok(Step::Done(map)),
+                    Ok(map) => return Ok(Step::Done((map, offsets::offset_fetch_metadata(&resp)))),
                     Err(offsets::FetchFailure { code, topic }) => {
                         let action = classify(code);
                         if !matches!(action, GroupAction::Retry | GroupAction::RediscoverCoordinator) {

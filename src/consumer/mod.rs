@@ -18,7 +18,7 @@ mod record;
 
 pub use builder::ConsumerBuilder;
 pub use config::{IsolationLevel, OffsetReset};
-pub use record::{ConsumerRecord, Polled};
+pub use record::{ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, Polled};
 
 use crate::authorization::Scope;
 use crate::client::{topic_denied, Client, Metadata};
@@ -137,6 +137,9 @@ pub struct Consumer {
     /// the partitions at the front do not starve the rest.
     rotation: usize,
     limits: DecodeLimits,
+    /// Topics outside the subscription that offset lookups asked about: metadata refreshes
+    /// cover them too, so that their leaders stay known.
+    lookup_topics: Vec<String>,
 }
 
 impl Consumer {
@@ -193,6 +196,64 @@ impl Consumer {
         }
         self.buffer.retain(|b| &b.tp != tp);
         log::info!("{}: seek {tp} to {offset}", self.ctx());
+        Ok(())
+    }
+
+    /// Makes the next [`poll`](Self::poll) start each of `partitions` at its first offset
+    /// still in the log (Java `seekToBeginning`, rdkafka `seek` to `OFFSET_BEGINNING`). Lazy,
+    /// as in Java: the offset is looked up (ListOffsets) by the next poll, so this works right
+    /// after an assignment, before anything was fetched, and wins over the committed offset.
+    /// An empty slice means every assigned partition. Like [`seek`](Self::seek), a rewind below
+    /// the committed offset may then be committed. Fails with [`Error::NotAssigned`] (and
+    /// changes nothing) if a partition is not assigned.
+    pub fn seek_to_beginning(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.request_reset(partitions, -2, "beginning")
+    }
+
+    /// Makes the next [`poll`](Self::poll) start each of `partitions` at the end of its log,
+    /// so only records written from then on are read (Java `seekToEnd`, rdkafka `seek` to
+    /// `OFFSET_END`): the high watermark, or with `isolation.level=read_committed` the last
+    /// stable offset. Lazy and all-partitions-if-empty like
+    /// [`seek_to_beginning`](Self::seek_to_beginning).
+    pub fn seek_to_end(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.request_reset(partitions, -1, "end")
+    }
+
+    /// Makes the next [`poll`](Self::poll) start each of `partitions` at the first record whose
+    /// timestamp is at or after `timestamp_ms` (milliseconds since the epoch), or at the end of
+    /// the log where no record is that recent (Java's `offsetsForTimes` + `seek`, rdkafka's
+    /// `offsets_for_times`; the same rule as Kafka's `auto.offset.reset=by_duration`). Lazy and
+    /// all-partitions-if-empty like [`seek_to_beginning`](Self::seek_to_beginning). Fails with
+    /// [`Error::Config`] for a negative time.
+    pub fn seek_to_timestamp(&mut self, partitions: &[TopicPartition], timestamp_ms: i64) -> Result<()> {
+        if timestamp_ms < 0 {
+            return Err(Error::Config {
+                property: "seek_to_timestamp",
+                problem: format!("timestamp {timestamp_ms} is negative"),
+            });
+        }
+        self.request_reset(partitions, timestamp_ms, "timestamp")
+    }
+
+    fn request_reset(&mut self, partitions: &[TopicPartition], timestamp: i64, what: &str) -> Result<()> {
+        let all = self.positions.assignment();
+        let partitions = if partitions.is_empty() {
+            &all[..]
+        } else {
+            partitions
+        };
+        if let Some(tp) = partitions.iter().find(|tp| !self.positions.is_assigned(tp)) {
+            return Err(Error::NotAssigned(tp.clone()));
+        }
+        for tp in partitions {
+            self.positions.request_reset(tp, timestamp);
+            self.buffer.retain(|b| &b.tp != tp);
+        }
+        log::info!(
+            "{}: seek to {what} requested for {} partitions",
+            self.ctx(),
+            partitions.len()
+        );
         Ok(())
     }
 
@@ -355,7 +416,17 @@ impl Consumer {
         };
         if !recently && (force || missing()) {
             self.last_metadata_refresh = Some(Instant::now());
-            let topics: Vec<&str> = self.subscription().iter().map(String::as_str).collect();
+            let mut topics: Vec<&str> = self.subscription().iter().map(String::as_str).collect();
+            for t in self
+                .positions
+                .assigned()
+                .map(|tp| tp.topic.as_str())
+                .chain(self.lookup_topics.iter().map(String::as_str))
+            {
+                if !topics.contains(&t) {
+                    topics.push(t);
+                }
+            }
             let fresh = self
                 .client
                 .refresh_metadata_by(Some(&topics), lookup_deadline(deadline))?;

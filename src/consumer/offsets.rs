@@ -51,21 +51,26 @@ pub(crate) fn offset_commit_request(
     generation: Option<&Generation>,
     instance_id: Option<&str>,
     offsets: &BTreeMap<TopicPartition, (i64, Option<i32>)>,
+    metadata: &BTreeMap<TopicPartition, String>,
 ) -> OffsetCommitRequest {
     let topics = by_topic(offsets)
         .into_iter()
         .map(|(name, parts)| OffsetCommitRequestTopic {
-            name: name.into(),
             partitions: parts
                 .into_iter()
                 .map(|(partition, (offset, epoch))| OffsetCommitRequestPartition {
                     partition_index: partition,
                     committed_offset: offset,
                     committed_leader_epoch: if version >= 6 { epoch.unwrap_or(-1) } else { -1 },
-                    committed_metadata: Some(KafkaStr::new()),
+                    committed_metadata: Some(
+                        metadata
+                            .get(&TopicPartition::new(name, partition))
+                            .map_or_else(KafkaStr::new, |m| KafkaStr::from(m.as_str())),
+                    ),
                     ..Default::default()
                 })
                 .collect(),
+            name: name.into(),
             ..Default::default()
         })
         .collect();
@@ -204,6 +209,30 @@ pub(crate) fn offset_fetch_request(
         req.topics = topics!(OffsetFetchRequestTopic);
     }
     req
+}
+
+/// The metadata strings of an OffsetFetch answer, for partitions with an offset and a
+/// non-empty string.
+pub(crate) fn offset_fetch_metadata(resp: &OffsetFetchResponse) -> BTreeMap<TopicPartition, String> {
+    let mut out = BTreeMap::new();
+    let mut add = |topic: &str, partition: i32, offset: i64, metadata: &Option<KafkaStr>| {
+        if let Some(m) = metadata.as_ref().filter(|m| offset >= 0 && !m.is_empty()) {
+            out.insert(TopicPartition::new(topic, partition), m.to_string());
+        }
+    };
+    match resp.groups.first() {
+        Some(g) => g.topics.iter().for_each(|t| {
+            t.partitions
+                .iter()
+                .for_each(|p| add(&t.name, p.partition_index, p.committed_offset, &p.metadata))
+        }),
+        None => resp.topics.iter().for_each(|t| {
+            t.partitions
+                .iter()
+                .for_each(|p| add(&t.name, p.partition_index, p.committed_offset, &p.metadata))
+        }),
+    }
+    out
 }
 
 /// A committed offset with its leader epoch; `None` when nothing is committed.
@@ -377,6 +406,22 @@ pub(crate) fn list_offsets_request(
     }
 }
 
+/// The record timestamps of a ListOffsets answer (v1+), for partitions answered without error:
+/// the timestamp of the record found by time, -1 for earliest/latest lookups.
+pub(crate) fn list_offsets_timestamps(resp: &ListOffsetsResponse) -> BTreeMap<TopicPartition, i64> {
+    resp.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().filter(|p| p.error_code == 0).map(move |p| {
+                (
+                    TopicPartition::new(t.name.clone(), p.partition_index),
+                    p.timestamp,
+                )
+            })
+        })
+        .collect()
+}
+
 /// Reads a ListOffsets answer: per partition the offset, or the error code.
 pub(crate) fn list_offsets_result(
     version: i16,
@@ -446,10 +491,22 @@ mod tests {
     fn offset_commit_encodes_at_every_version() {
         let g = generation();
         for v in ApiKey::OffsetCommit.versions().min..=ApiKey::OffsetCommit.versions().max {
-            let r = offset_commit_request(v, "grp", Some(&g), Some("inst"), &offsets());
+            let metadata = BTreeMap::from([(tp("a", 1), "job 7".to_string())]);
+            let r = offset_commit_request(v, "grp", Some(&g), Some("inst"), &offsets(), &metadata);
             r.to_bytes(v).unwrap_or_else(|e| panic!("OffsetCommit v{v}: {e}"));
             let back = OffsetCommitRequest::from_bytes(r.to_bytes(v).unwrap(), v).unwrap();
             assert_eq!(back.topics.len(), 2);
+            let meta = |p: usize| {
+                back.topics[0].partitions[p]
+                    .committed_metadata
+                    .as_deref()
+                    .map(String::from)
+            };
+            assert_eq!(
+                (meta(0), meta(1)),
+                (Some(String::new()), Some("job 7".to_string())),
+                "v{v}"
+            );
             assert_eq!(back.topics[0].partitions[0].committed_offset, 10);
             if v >= 1 {
                 assert_eq!(back.generation_id_or_member_epoch, 7);
@@ -459,7 +516,7 @@ mod tests {
             let epoch = back.topics[0].partitions[0].committed_leader_epoch;
             assert_eq!(epoch, if v >= 6 { 2 } else { -1 }, "v{v}");
             // A dynamic member (no instance id) and a consumer outside a generation.
-            offset_commit_request(v, "grp", None, None, &offsets())
+            offset_commit_request(v, "grp", None, None, &offsets(), &BTreeMap::new())
                 .to_bytes(v)
                 .unwrap();
         }

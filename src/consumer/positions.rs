@@ -22,6 +22,9 @@ pub(crate) enum ResetReason {
     NoCommittedOffset,
     /// The broker answered OFFSET_OUT_OF_RANGE for this fetch offset.
     OutOfRange(i64),
+    /// The application asked for a position by ListOffsets timestamp (`seek_to_beginning`:
+    /// -2, `seek_to_end`: -1, `seek_to_timestamp`: the time), looked up at the next poll.
+    Requested(i64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,8 +165,12 @@ impl Positions {
     /// the partition was seeked in the meantime).
     pub fn reset_to(&mut self, tp: &TopicPartition, offset: i64) {
         if let Some(p) = self.parts.get_mut(tp) {
-            if matches!(p.init, Init::Reset(_)) {
+            if let Init::Reset(reason) = p.init {
                 p.ready_at(offset, None);
+                if matches!(reason, ResetReason::Requested(_)) {
+                    // The application chose to go there, as with a seek: a rewind may commit.
+                    p.floor = p.floor.map(|f| f.min(offset));
+                }
             }
         }
     }
@@ -180,6 +187,21 @@ impl Positions {
         };
         p.ready_at(offset, None);
         p.floor = p.floor.map(|f| f.min(offset));
+        true
+    }
+
+    /// Asks for `tp`'s position by ListOffsets `timestamp` (-2 beginning, -1 end, else a time),
+    /// resolved lazily by the next poll, as Java's `seekToBeginning`/`seekToEnd`. Like
+    /// [`seek`](Self::seek) it wins over a committed offset still to come and lowers the commit
+    /// floor once resolved ([`reset_to`](Self::reset_to)). Returns false if `tp` is not assigned.
+    pub fn request_reset(&mut self, tp: &TopicPartition, timestamp: i64) -> bool {
+        if self.revoked {
+            return false;
+        }
+        let Some(p) = self.parts.get_mut(tp) else {
+            return false;
+        };
+        p.init = Init::Reset(ResetReason::Requested(timestamp));
         true
     }
 
@@ -448,5 +470,36 @@ mod tests {
         s.assign(&[tp(1)]);
         assert!(s.uncommitted().is_empty());
         assert_eq!(s.awaiting_committed(), vec![tp(1)]);
+    }
+
+    #[test]
+    fn requested_resets_win_over_committed_offsets_and_lower_the_floor() {
+        let mut s = assigned(2);
+        // Right after the assignment, before OffsetFetch answered: the request wins.
+        assert!(s.request_reset(&tp(0), -2));
+        s.apply_committed(&tp(0), Some((50, None)));
+        assert_eq!(s.needing_reset(), vec![(tp(0), ResetReason::Requested(-2))]);
+        assert_eq!(s.position(&tp(0)), None);
+        s.reset_to(&tp(0), 3);
+        assert_eq!(s.position(&tp(0)), Some(3));
+        assert_eq!(s.fetchable(), vec![(tp(0), 3)]);
+        // With a committed offset known, a requested rewind lowers the floor like a seek.
+        s.apply_committed(&tp(1), Some((40, None)));
+        let stale = BTreeMap::from([(tp(1), (10, None))]);
+        assert_eq!(s.check_commit(&stale).stale.len(), 1);
+        assert!(s.request_reset(&tp(1), 1_700_000_000_000));
+        assert!(!s.has_fetchable() || s.fetchable() == vec![(tp(0), 3)]);
+        s.reset_to(&tp(1), 10);
+        assert!(s.check_commit(&stale).stale.is_empty());
+        assert_eq!(s.check_commit(&stale).send.len(), 1);
+        // A seek after the request and before the lookup wins over it.
+        assert!(s.request_reset(&tp(1), -1));
+        assert!(s.seek(&tp(1), 7));
+        s.reset_to(&tp(1), 99);
+        assert_eq!(s.position(&tp(1)), Some(7));
+        // Not assigned, or revoked: refused.
+        assert!(!s.request_reset(&tp(5), -1));
+        s.revoke();
+        assert!(!s.request_reset(&tp(0), -1));
     }
 }

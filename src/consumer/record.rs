@@ -1,4 +1,5 @@
-//! What [`Consumer::poll`](super::Consumer::poll) returns.
+//! What [`Consumer::poll`](super::Consumer::poll) returns, and the offsets the consumer's
+//! lookups return and its commits take.
 
 use crate::group::{GroupEvent, TopicPartition};
 use bytes::Bytes;
@@ -84,5 +85,48 @@ impl IntoIterator for Polled {
 
     fn into_iter(self) -> Self::IntoIter {
         self.records.into_iter()
+    }
+}
+
+/// An offset found by time, from [`Consumer::offsets_for_times`](super::Consumer::offsets_for_times)
+/// (Java's `OffsetAndTimestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetAndTimestamp {
+    /// The offset of the first record whose timestamp is at or after the time asked for.
+    pub offset: i64,
+    /// That record's timestamp (ms since the epoch); -1 when the broker does not say
+    /// (ListOffsets v0).
+    pub timestamp: i64,
+}
+
+/// An offset to commit with its metadata string, or a committed one
+/// ([`Consumer::commit_offsets_with_metadata`](super::Consumer::commit_offsets_with_metadata),
+/// [`Consumer::committed_with_metadata`](super::Consumer::committed_with_metadata); Java's
+/// `OffsetAndMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OffsetAndMetadata {
+    /// The offset of the next record to read, as Kafka counts.
+    pub offset: i64,
+    /// Free text stored with the offset (e.g. where the application's own output stands);
+    /// empty for none. Brokers cap its length (`offset.metadata.max.bytes`, 4096 by default).
+    pub metadata: String,
+    /// The leader epoch of the last record read (OffsetCommit v6+), so that a later reader can
+    /// detect log truncation; `None` when not known.
+    pub leader_epoch: Option<i32>,
+}
+
+impl OffsetAndMetadata {
+    /// `offset` with no metadata and no leader epoch.
+    pub fn new(offset: i64) -> Self {
+        OffsetAndMetadata {
+            offset,
+            ..Default::default()
+        }
+    }
+
+    /// With `metadata` stored beside the offset.
+    pub fn with_metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.metadata = metadata.into();
+        self
     }
 }

@@ -21,6 +21,7 @@ mod isolation_tests;
 mod legacy_sasl_tests;
 mod memory_tests;
 mod no_loss_tests;
+mod offsets_tests;
 mod producer_tests;
 mod proxy_tests;
 mod reauth_tests;
