@@ -96,8 +96,8 @@ pub use authorization::Resource;
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};
 pub use code::KafkaCode;
 pub use consumer::{
-    Consumer, ConsumerBuilder, ConsumerRecord, IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp,
-    OffsetReset, Polled,
+    Consumer, ConsumerBuilder, ConsumerGroupMetadata, ConsumerRebalanceListener, ConsumerRecord,
+    IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, OffsetReset, Polled,
 };
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
 pub use group::{

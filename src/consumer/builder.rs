@@ -8,7 +8,7 @@ use super::positions::Positions;
 use super::Consumer;
 use crate::client::Client;
 use crate::error::Result;
-use crate::group::{member_setters, MemberBuilder, MemberConfig};
+use crate::group::{member_setters, MemberBuilder, MemberConfig, TopicPartition};
 use crate::records::DecodeLimits;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -34,6 +34,20 @@ impl ConsumerBuilder {
     }
 
     member_setters!(config.member);
+
+    /// Consumes exactly `partitions`, chosen by the application, instead of subscribing (Java
+    /// `assign`, rdkafka `assign`): no group membership, no JoinGroup, no heartbeats, no
+    /// rebalances. With a group (from [`Client::consumer`]) commits and committed offsets go to
+    /// that group as a consumer outside any generation (generation -1, no member id), which the
+    /// coordinator accepts only while the group has no active members; without one (from
+    /// [`Client::consumer_without_group`]) partitions start where `auto.offset.reset` or a seek
+    /// puts them and commits fail with [`Error::Config`](crate::Error::Config) for `group.id`.
+    /// Either this or `subscribe`; change the partitions later with [`Consumer::assign`].
+    /// Topic names and partition numbers are checked by `build`.
+    pub fn assign(mut self, partitions: impl IntoIterator<Item = TopicPartition>) -> Self {
+        self.config.manual = Some(partitions.into_iter().collect());
+        self
+    }
 
     /// `auto.offset.reset`: where a partition without a committed offset, or with an offset
     /// outside the log, starts. Default: [`OffsetReset::Latest`].
@@ -98,14 +112,26 @@ impl ConsumerBuilder {
 
     /// Validates the configuration and creates the consumer (its member's heartbeat thread
     /// starts idle). No network call is made; the first [`Consumer::poll`] joins the group.
-    pub fn build(self) -> Result<Consumer> {
+    pub fn build(mut self) -> Result<Consumer> {
         self.config.validate()?;
-        let member = MemberBuilder::with_config(self.client.clone(), self.config.member.clone()).build()?;
+        // Nothing to commit to (Java turns enable.auto.commit off without a group.id too).
+        if !self.config.has_group {
+            self.config.enable_auto_commit = false;
+        }
+        let member = if self.config.has_group {
+            Some(MemberBuilder::with_config(self.client.clone(), self.config.member.clone()).build()?)
+        } else {
+            None
+        };
+        let mut positions = Positions::default();
+        if let Some(partitions) = &self.config.manual {
+            positions.assign(partitions);
+        }
         Ok(Consumer {
             client: self.client,
-            member: Some(member),
+            member,
             config: self.config,
-            positions: Positions::default(),
+            positions,
             buffer: VecDeque::new(),
             fetcher: Fetcher::default(),
             last_auto_commit: Instant::now(),
@@ -114,6 +140,8 @@ impl ConsumerBuilder {
             rotation: 0,
             limits: DecodeLimits::default(),
             lookup_topics: Vec::new(),
+            listener: None,
+            in_listener: false,
         })
     }
 }
@@ -122,6 +150,15 @@ impl Client {
     /// Starts building a consumer in group `group_id` (`group.id`: required, not empty).
     pub fn consumer(&self, group_id: &str) -> ConsumerBuilder {
         ConsumerBuilder::new(self.clone(), group_id)
+    }
+
+    /// Starts building a consumer without a group (Java: no `group.id`), which reads the
+    /// partitions given to [`ConsumerBuilder::assign`] and commits nothing (`enable.auto.commit`
+    /// is off whatever it is set to).
+    pub fn consumer_without_group(&self) -> ConsumerBuilder {
+        let mut b = ConsumerBuilder::new(self.clone(), "");
+        b.config.has_group = false;
+        b
     }
 }
 

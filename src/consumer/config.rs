@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::group::MemberConfig;
+use crate::group::TopicPartition;
 use std::time::Duration;
 
 /// `auto.offset.reset`: where to start a partition that has no committed offset, or whose
@@ -69,6 +70,11 @@ pub(crate) struct ConsumerConfig {
     pub fetch_max_wait: Duration,
     pub max_partition_fetch_bytes: i32,
     pub isolation_level: IsolationLevel,
+    /// Partitions assigned by the application (`assign`) instead of a subscription: no
+    /// membership, no JoinGroup.
+    pub manual: Option<Vec<TopicPartition>>,
+    /// Whether the consumer has a group (`group.id`); false for `consumer_without_group`.
+    pub has_group: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -86,6 +92,8 @@ impl Default for ConsumerConfig {
             fetch_max_wait: Duration::from_millis(500),
             max_partition_fetch_bytes: 1024 * 1024,
             isolation_level: IsolationLevel::ReadUncommitted,
+            manual: None,
+            has_group: true,
         }
     }
 }
@@ -120,12 +128,54 @@ impl ConsumerConfig {
                 "must be greater than zero when enable.auto.commit is on".into(),
             );
         }
+        if let Some(partitions) = &self.manual {
+            if !self.member.topics.is_empty() {
+                return err(
+                    "assign",
+                    "a consumer either subscribes to topics or is assigned partitions, not both".into(),
+                );
+            }
+            check_partitions("assign", partitions)?;
+            if self.member.group_instance_id.is_some() {
+                return err(
+                    "group.instance.id",
+                    "static membership needs a subscription; a consumer with assigned partitions \
+                     is no member of the group"
+                        .into(),
+                );
+            }
+            return if self.has_group {
+                self.member.validate()
+            } else {
+                Ok(())
+            };
+        }
+        if !self.has_group {
+            return err(
+                "subscribe",
+                "subscribing needs a group (group.id): use Client::consumer, or assign partitions".into(),
+            );
+        }
         // A member may wait without topics; a consumer would only ever poll nothing.
         if self.member.topics.is_empty() {
             return err("subscribe", "at least one topic is needed".into());
         }
         self.member.validate()
     }
+}
+
+/// Checks topic names (as Kafka does) and partition numbers before any request.
+pub(crate) fn check_partitions(call: &'static str, partitions: &[TopicPartition]) -> Result<()> {
+    for tp in partitions {
+        crate::names::check_topic(call, &tp.topic)?;
+        if tp.partition < 0 {
+            return Err(Error::Config {
+                property: call,
+                problem: format!("partition {} of {} is negative", tp.partition, tp.topic),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

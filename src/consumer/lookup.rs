@@ -33,7 +33,12 @@ impl Consumer {
 
     pub(super) fn ensure_positions_by(&mut self, deadline: Instant) -> Result<()> {
         let awaiting = self.positions.awaiting_committed();
-        if !awaiting.is_empty() {
+        if self.member.is_none() {
+            // No group, no committed offsets: `auto.offset.reset` (or a seek) decides.
+            for tp in &awaiting {
+                self.positions.apply_committed(tp, None);
+            }
+        } else if !awaiting.is_empty() {
             let committed = self.fetch_committed(&awaiting, deadline)?;
             for tp in &awaiting {
                 let c = committed.get(tp).copied().flatten();
@@ -284,16 +289,7 @@ impl Consumer {
     }
 
     fn check_lookup(&self, call: &'static str, partitions: &[TopicPartition]) -> Result<()> {
-        for tp in partitions {
-            crate::names::check_topic(call, &tp.topic)?;
-            if tp.partition < 0 {
-                return Err(Error::Config {
-                    property: call,
-                    problem: format!("partition {} of {} is negative", tp.partition, tp.topic),
-                });
-            }
-        }
-        Ok(())
+        super::config::check_partitions(call, partitions)
     }
 
     /// The offsets committed for `partitions` (OffsetFetch to the group coordinator); `None`

@@ -9,7 +9,9 @@
 mod builder;
 mod commit;
 mod config;
+mod control;
 mod fetcher;
+mod listener;
 mod lookup;
 // The admin client reuses its OffsetFetch and ListOffsets builders.
 pub(crate) mod offsets;
@@ -18,6 +20,8 @@ mod record;
 
 pub use builder::ConsumerBuilder;
 pub use config::{IsolationLevel, OffsetReset};
+pub use control::ConsumerGroupMetadata;
+pub use listener::ConsumerRebalanceListener;
 pub use record::{ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, Polled};
 
 use crate::authorization::Scope;
@@ -140,6 +144,9 @@ pub struct Consumer {
     /// Topics outside the subscription that offset lookups asked about: metadata refreshes
     /// cover them too, so that their leaders stay known.
     lookup_topics: Vec<String>,
+    listener: Option<listener::Listener>,
+    /// A listener is running: `poll` from inside it is refused.
+    in_listener: bool,
 }
 
 impl Consumer {
@@ -196,6 +203,33 @@ impl Consumer {
         }
         self.buffer.retain(|b| &b.tp != tp);
         log::info!("{}: seek {tp} to {offset}", self.ctx());
+        Ok(())
+    }
+
+    /// Replaces the partitions of a consumer built with [`ConsumerBuilder::assign`] (Java
+    /// `assign`). Partitions kept go on from their positions; new ones start from the committed
+    /// offset (with a group) or `auto.offset.reset`. Fails with [`Error::Config`] on a
+    /// subscribing consumer or for a bad topic name, before any request.
+    pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        config::check_partitions("assign", partitions)?;
+        if self.config.manual.is_none() {
+            return Err(Error::Config {
+                property: "assign",
+                problem: "this consumer subscribes to topics; the group assigns its partitions".into(),
+            });
+        }
+        let kept: Vec<(TopicPartition, i64)> = partitions
+            .iter()
+            .filter_map(|tp| Some((tp.clone(), self.positions.position(tp)?)))
+            .collect();
+        self.positions.assign(partitions);
+        for (tp, at) in kept {
+            self.positions.seek(&tp, at);
+        }
+        self.buffer.clear();
+        self.config.manual = Some(partitions.to_vec());
+        self.metadata_stale = true;
+        log::info!("{}: assigned {} partitions", self.ctx(), partitions.len());
         Ok(())
     }
 
@@ -276,19 +310,28 @@ impl Consumer {
     /// Returns early with no records and a [`GroupEvent::Revoked`] when a rebalance starts, and
     /// with a [`GroupEvent::Lost`] when the session expired; see the [`Consumer`] docs.
     pub fn poll(&mut self, timeout: Duration) -> Result<Polled> {
+        if self.in_listener {
+            return Err(Error::Config {
+                property: "poll",
+                problem: "poll called from inside a ConsumerRebalanceListener; return from the \
+                          listener and let the poll that called it go on"
+                    .into(),
+            });
+        }
         let deadline = crate::deadline::after(timeout);
         let mut events = Vec::new();
         // A join under way gets the whole poll: asked for no time, the member would spend its
         // minimum lookup time on top of the poll's.
-        let mut wait = if self.member.as_ref().is_some_and(GroupMember::rejoin_pending) {
+        let subscribed = self.config.manual.is_none();
+        let mut wait = if subscribed && self.member.as_ref().is_some_and(GroupMember::rejoin_pending) {
             timeout
         } else {
             Duration::ZERO
         };
         loop {
             let group_events = match &mut self.member {
-                Some(m) => m.poll(wait)?,
-                None => {
+                Some(m) if self.config.manual.is_none() => m.poll(wait)?,
+                _ => {
                     crate::deadline::sleep_within(wait, deadline);
                     Vec::new()
                 }
@@ -345,6 +388,7 @@ impl Consumer {
                     );
                     self.buffer.clear();
                     self.positions.revoke();
+                    self.notify(listener::Change::Lost, partitions);
                 }
                 GroupEvent::Revoked { partitions, .. } => {
                     if self.config.enable_auto_commit && !self.positions.is_revoked() {
@@ -358,6 +402,9 @@ impl Consumer {
                             );
                         }
                     }
+                    // While the old generation can still commit them (before `revoke`, which
+                    // would refuse seeks and pauses the listener may make).
+                    self.notify(listener::Change::Revoked, partitions);
                     self.buffer.clear();
                     self.positions.revoke();
                 }
@@ -366,6 +413,8 @@ impl Consumer {
                     self.positions.assign(partitions);
                     self.metadata_stale = true;
                     self.last_auto_commit = Instant::now();
+                    // Before any fetch: a seek made here wins over the committed offset.
+                    self.notify(listener::Change::Assigned, partitions);
                 }
                 _ => {}
             }
@@ -603,6 +652,16 @@ impl Consumer {
             let offsets = self.positions.uncommitted();
             self.commit_by(offsets, deadline)
         } else {
+            let left = self.positions.returned_uncommitted();
+            if !left.is_empty() {
+                let list: Vec<String> = left.iter().map(|(tp, at)| format!("{tp} at {at}")).collect();
+                log::warn!(
+                    "{}: closing with records returned by poll and not committed \
+                     (enable.auto.commit is off): {}; they will be delivered again",
+                    self.ctx(),
+                    list.join(", ")
+                );
+            }
             Ok(())
         };
         // The fetch connections have no part in leaving the group: close them first.

@@ -13,7 +13,7 @@
 //!   commit, lowered only by an explicit seek.
 
 use crate::group::TopicPartition;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a partition has no position yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +47,8 @@ struct PartitionState {
     epoch: Option<i32>,
     committed: Option<i64>,
     floor: Option<i64>,
+    /// Records were handed to the application since the position was last committed.
+    returned: bool,
 }
 
 impl PartitionState {
@@ -58,6 +60,7 @@ impl PartitionState {
             epoch: None,
             committed: None,
             floor: None,
+            returned: false,
         }
     }
 
@@ -85,6 +88,9 @@ pub(crate) struct Positions {
     /// Set between a revocation and the next assignment: nothing is fetched, but the positions
     /// stay so that the application can still commit them with the old generation.
     revoked: bool,
+    /// Partitions the application paused: not fetched, still assigned. Kept across a
+    /// rebalance for the partitions that stay assigned.
+    paused: BTreeSet<TopicPartition>,
 }
 
 impl Positions {
@@ -95,6 +101,38 @@ impl Positions {
             .map(|tp| (tp.clone(), PartitionState::new()))
             .collect();
         self.revoked = false;
+        let parts = &self.parts;
+        self.paused.retain(|tp| parts.contains_key(tp));
+    }
+
+    /// Pauses `tp`: it is not fetched until [`resume`](Self::resume)d, and the next fetch
+    /// starts again at the position (what was fetched ahead is dropped by the caller). Returns
+    /// false if `tp` is not assigned.
+    pub fn pause(&mut self, tp: &TopicPartition) -> bool {
+        if !self.is_assigned(tp) {
+            return false;
+        }
+        if let Some(p) = self.parts.get_mut(tp) {
+            if p.init == Init::Ready {
+                p.fetch_offset = p.position;
+            }
+        }
+        self.paused.insert(tp.clone());
+        true
+    }
+
+    /// Resumes `tp`; false if it was not paused.
+    pub fn resume(&mut self, tp: &TopicPartition) -> bool {
+        self.paused.remove(tp)
+    }
+
+    /// The paused partitions that are assigned.
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.paused
+            .iter()
+            .filter(|tp| self.is_assigned(tp))
+            .cloned()
+            .collect()
     }
 
     /// The partitions were revoked: stop fetching them, keep their positions for a commit.
@@ -220,7 +258,7 @@ impl Positions {
 
     fn unbuffered(&self) -> impl Iterator<Item = (&TopicPartition, &PartitionState)> + '_ {
         self.with_init(|i| i == Init::Ready)
-            .filter(|(_, p)| !self.revoked && p.position == p.fetch_offset)
+            .filter(|(tp, p)| !self.revoked && p.position == p.fetch_offset && !self.paused.contains(*tp))
     }
 
     /// The position the next fetch of `tp` starts at, if it has one.
@@ -258,6 +296,7 @@ impl Positions {
         if let Some(p) = self.parts.get_mut(tp) {
             if p.init == Init::Ready && next > p.position {
                 p.position = next;
+                p.returned = true;
                 if epoch.is_some() {
                     p.epoch = epoch;
                 }
@@ -291,6 +330,15 @@ impl Positions {
             .collect()
     }
 
+    /// Partitions with records handed to the application since their last commit, and their
+    /// positions: what a close without auto-commit would leave to be delivered again.
+    pub fn returned_uncommitted(&self) -> Vec<(TopicPartition, i64)> {
+        self.with_init(|i| i == Init::Ready)
+            .filter(|(_, p)| p.returned && p.committed != Some(p.position))
+            .map(|(tp, p)| (tp.clone(), p.position))
+            .collect()
+    }
+
     /// The rule that keeps committed offsets from moving backwards: within one assignment, an
     /// offset below the partition's commit floor (the committed offset OffsetFetch reported at
     /// assignment, raised by each successful commit, lowered only by an explicit seek) is
@@ -317,6 +365,9 @@ impl Positions {
     pub fn committed_ok(&mut self, tp: &TopicPartition, offset: i64) {
         if let Some(p) = self.parts.get_mut(tp) {
             p.committed = Some(offset);
+            if offset >= p.position {
+                p.returned = false;
+            }
             p.floor = Some(p.floor.map_or(offset, |f| f.max(offset)));
         }
     }
@@ -501,5 +552,54 @@ mod tests {
         assert!(!s.request_reset(&tp(5), -1));
         s.revoke();
         assert!(!s.request_reset(&tp(0), -1));
+    }
+
+    #[test]
+    fn paused_partitions_are_not_fetched_keep_their_position_and_survive_a_rebalance_if_kept() {
+        let mut s = assigned(2);
+        s.apply_committed(&tp(0), Some((5, None)));
+        s.apply_committed(&tp(1), Some((8, None)));
+        s.fetched(&tp(0), 5, 9);
+        assert!(s.pause(&tp(0)));
+        assert!(!s.pause(&tp(7)), "not assigned");
+        assert_eq!(s.fetchable(), vec![(tp(1), 8)]);
+        assert_eq!(s.paused(), vec![tp(0)]);
+        assert_eq!(s.position(&tp(0)), Some(5));
+        assert!(s.resume(&tp(0)));
+        assert!(!s.resume(&tp(0)));
+        // Fetched-ahead records were dropped on pause: fetching starts again at the position.
+        assert_eq!(s.fetchable(), vec![(tp(0), 5), (tp(1), 8)]);
+        s.pause(&tp(0));
+        s.pause(&tp(1));
+        s.assign(&[tp(1), tp(2)]);
+        assert_eq!(
+            s.paused(),
+            vec![tp(1)],
+            "kept for the partition still assigned only"
+        );
+    }
+
+    #[test]
+    fn records_returned_and_not_committed_are_known() {
+        let mut s = assigned(2);
+        s.apply_committed(&tp(0), Some((5, None)));
+        s.reset_to(&tp(1), 0);
+        s.apply_committed(&tp(1), None);
+        s.reset_to(&tp(1), 30);
+        assert!(
+            s.returned_uncommitted().is_empty(),
+            "a reset position alone is no record"
+        );
+        s.fetched(&tp(0), 5, 9);
+        s.consumed(&tp(0), 7, None);
+        assert_eq!(s.returned_uncommitted(), vec![(tp(0), 7)]);
+        s.committed_ok(&tp(0), 6);
+        assert_eq!(
+            s.returned_uncommitted(),
+            vec![(tp(0), 7)],
+            "committed short of the position"
+        );
+        s.committed_ok(&tp(0), 7);
+        assert!(s.returned_uncommitted().is_empty());
     }
 }

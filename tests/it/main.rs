@@ -11,6 +11,7 @@ mod cli_tests;
 mod client_tests;
 mod compat_tests;
 mod connection_tests;
+mod consumer_control_tests;
 mod consumer_tests;
 mod demo_tests;
 mod group_tests;
