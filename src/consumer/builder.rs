@@ -103,6 +103,7 @@ impl ConsumerBuilder {
         let member = MemberBuilder::with_config(self.client.clone(), self.config.member.clone()).build()?;
         Ok(Consumer {
             client: self.client,
+            wakeup: member.wakeup().clone(),
             member: Some(member),
             config: self.config,
             positions: Positions::default(),
