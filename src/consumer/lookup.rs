@@ -172,6 +172,9 @@ impl Consumer {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
+        for tp in partitions {
+            crate::names::check_topic("committed", &tp.topic)?;
+        }
         let got = self.fetch_committed(partitions, crate::deadline::after(self.client.api_timeout()))?;
         Ok(partitions
             .iter()

@@ -193,6 +193,7 @@ impl Consumer {
     /// any buffered ones. Seeking below the committed offset also allows committing below it
     /// (see the [`Consumer`] docs). Fails with [`Error::NotAssigned`] for a partition not assigned.
     pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        crate::names::check_topic("seek", &tp.topic)?;
         if offset < 0 {
             return Err(Error::Config {
                 property: "seek",

@@ -387,3 +387,24 @@ fn join_duration_bounds_the_command_when_the_broker_goes_away() {
     eprintln!("join exited {status} {took:?} after the broker went away");
     proxy.blackhole(false);
 }
+
+/// A topic name Kafka would refuse is a usage error (exit 1) naming it, before any network call
+/// (the broker address is a closed port).
+#[test]
+fn join_refuses_a_bad_topic_name_before_connecting() {
+    let run = cli_stdin_closed(
+        "127.0.0.1:1",
+        &[
+            "join",
+            "g",
+            "--instance-id",
+            "i",
+            "--topic",
+            "bad topic!",
+            "--duration",
+            "30",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("bad topic!"), "{}", run.stderr);
+}
