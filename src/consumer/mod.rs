@@ -120,8 +120,9 @@ struct Buffered {
 /// ```
 ///
 /// Blocking and single-threaded: every call runs on the caller's thread (the member's
-/// heartbeats run on its own). Dropping a consumer without [`close`](Self::close) skips the
-/// final auto-commit.
+/// heartbeats run on its own); another thread can end a blocked `poll` at once with a
+/// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer without
+/// [`close`](Self::close) skips the final auto-commit.
 #[derive(Debug)]
 pub struct Consumer {
     client: Client,
