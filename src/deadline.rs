@@ -27,15 +27,6 @@ pub(crate) fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 
-/// Sleeps `pause` (a retry backoff), but not past `deadline`; whether time is left after it.
-pub(crate) fn sleep_within(pause: Duration, deadline: Instant) -> bool {
-    let pause = pause.min(left(deadline));
-    if !pause.is_zero() {
-        std::thread::sleep(pause);
-    }
-    Instant::now() < deadline
-}
-
 /// A single request's timeout within an operation that must end by `deadline`: the request's own
 /// timeout, or what is left if that is shorter, so a retrying call never overshoots its limit by
 /// up to a request timeout. Never below one millisecond, which a socket read timeout of zero

@@ -264,6 +264,10 @@ pub enum Error {
     NotAssigned(TopicPartition),
     /// The connection or client was closed.
     Closed,
+    /// Another thread called [`WakeupHandle::wakeup`](crate::WakeupHandle::wakeup): the blocked
+    /// (or next) call returned at once instead of waiting. Returned once per wakeup; the consumer
+    /// or member stays usable (Java's `WakeupException`).
+    Wakeup,
     /// SASL authentication failed: the broker refused the credentials
     /// (`SASL_AUTHENTICATION_FAILED`, with its message), or the broker could not prove it knows
     /// the SCRAM password, or it broke the mechanism's exchange.
@@ -413,6 +417,7 @@ impl fmt::Display for Error {
             }
             Error::NotAssigned(tp) => write!(f, "partition {tp} is not assigned to this consumer"),
             Error::Closed => f.write_str("closed"),
+            Error::Wakeup => f.write_str("woken up by WakeupHandle::wakeup"),
             Error::Authentication { mechanism, message } => {
                 write!(f, "SASL {mechanism} authentication failed: {message}")
             }

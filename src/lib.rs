@@ -88,6 +88,7 @@ mod protocol;
 mod records;
 mod retry;
 pub mod unstable;
+mod wakeup;
 
 pub use admin::{
     Admin, GroupDescription, ListedGroup, MemberDescription, NewTopic, OffsetSpec, PartitionLag,
@@ -110,3 +111,4 @@ pub use producer::{Acks, Producer, ProducerBuilder, ProducerRecord};
 // Protocol and record types that public signatures and `Error` variants carry.
 pub use protocol::{ApiKey, DecodeError, EncodeError, Uuid, VersionRange};
 pub use records::{Compression, RecordsError};
+pub use wakeup::WakeupHandle;

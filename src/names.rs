@@ -78,6 +78,75 @@ mod tests {
         assert!(problem("a/b").is_some());
     }
 
+    /// Every public call that takes a topic name refuses a bad one with a `Config` error naming
+    /// the call, before any network call: the client's only broker is a closed port, and its
+    /// timeouts are short, so a call that went to the network would fail otherwise.
+    #[test]
+    fn every_call_taking_a_topic_checks_it_before_any_network_call() {
+        use crate::{Client, NewTopic, OffsetSpec, TopicPartition};
+        use std::collections::BTreeMap;
+        use std::time::Duration;
+        let client = Client::builder()
+            .bootstrap_servers("127.0.0.1:1")
+            .connect_timeout(Duration::from_millis(200))
+            .request_timeout(Duration::from_millis(200))
+            .api_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let admin = client.admin();
+        let t = Duration::from_secs(1);
+        let bad = "bad topic!";
+        let tp = TopicPartition::new(bad, 0);
+        let mut consumer = client.consumer("g").subscribe(["ok"]).build().unwrap();
+        let calls: Vec<(&str, crate::Result<()>)> = vec![
+            (
+                "NewTopic::name",
+                admin.create_topics(&[NewTopic::new(bad, 1, 1)], t),
+            ),
+            ("create_partitions", admin.create_partitions(&[(bad, 2)], t)),
+            ("delete_topics", admin.delete_topics(&["ok", bad], t)),
+            (
+                "list_offsets",
+                admin
+                    .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest)
+                    .map(drop),
+            ),
+            (
+                "refresh_metadata",
+                client.refresh_metadata(Some(&[bad])).map(drop),
+            ),
+            ("seek", consumer.seek(&tp, 0)),
+            (
+                "committed",
+                consumer.committed(std::slice::from_ref(&tp)).map(drop),
+            ),
+            (
+                "commit_offsets",
+                consumer.commit_offsets(&BTreeMap::from([(tp.clone(), 1)])),
+            ),
+        ];
+        for (call, result) in calls {
+            match result {
+                Err(Error::Config { property, problem }) => {
+                    assert_eq!(property, call);
+                    assert!(problem.contains(bad), "{call}: {problem}");
+                }
+                other => panic!("{call}: {other:?}"),
+            }
+        }
+        let e = client.consumer("g").subscribe([bad]).build().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "subscribe",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
     #[test]
     fn topic_errors_say_it_is_a_topic() {
         let e = check_topic("subscribe", "a b").unwrap_err();

@@ -61,6 +61,9 @@ impl Admin {
         partitions: &[TopicPartition],
         spec: OffsetSpec,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
+        for tp in partitions {
+            crate::names::check_topic("list_offsets", &tp.topic)?;
+        }
         let deadline = crate::deadline::after(self.api_timeout);
         let mut left: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
         let mut found = BTreeMap::new();

@@ -104,6 +104,9 @@ impl Admin {
     /// every broker's metadata shows them all led. Bounded by `timeout`. A total at or below the
     /// current count is an error (`INVALID_PARTITIONS`): Kafka cannot shrink a topic.
     pub fn create_partitions(&self, topics: &[(&str, i32)], timeout: Duration) -> Result<()> {
+        for (name, _) in topics {
+            crate::names::check_topic("create_partitions", name)?;
+        }
         if topics.is_empty() {
             return Ok(());
         }
@@ -145,6 +148,9 @@ impl Admin {
     /// them any more. Everything, including the wait, is bounded by `timeout`. A topic that
     /// does not exist is an error (`UNKNOWN_TOPIC_OR_PARTITION`).
     pub fn delete_topics(&self, topics: &[&str], timeout: Duration) -> Result<()> {
+        for name in topics {
+            crate::names::check_topic("delete_topics", name)?;
+        }
         if topics.is_empty() {
             return Ok(());
         }

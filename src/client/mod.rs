@@ -333,6 +333,9 @@ impl Client {
     /// always replaced; topics are merged so that callers interested in different topics do
     /// not evict each other's entries.
     pub fn refresh_metadata(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
+        for t in topics.unwrap_or_default() {
+            crate::names::check_topic("refresh_metadata", t)?;
+        }
         self.refresh_metadata_within(topics, None)
     }
 

@@ -129,6 +129,9 @@ impl ConsumerBuilder {
         }
         Ok(Consumer {
             client: self.client,
+            wakeup: member
+                .as_ref()
+                .map_or_else(Default::default, |m| m.wakeup().clone()),
             member,
             config: self.config,
             positions,

@@ -24,6 +24,7 @@ use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, Uuid, VersionRange};
 use crate::records::{self, BatchInfo, DecodeLimits};
+use crate::wakeup::Wakeup;
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::hash_map::Entry;
@@ -367,6 +368,7 @@ impl Fetcher {
         targets: &[FetchTarget],
         settings: &FetchSettings,
         deadline: Instant,
+        wakeup: &Wakeup,
     ) -> Result<(i16, FetchResponse)> {
         // A poll must return within about its timeout: connecting and waiting past `deadline`
         // (beyond the broker's own max_wait) would hold it up to a request timeout, e.g. behind
@@ -391,11 +393,18 @@ impl Fetcher {
         let wait = within.saturating_add(Duration::from_millis(
             u64::try_from(settings.max_wait_ms).unwrap_or(0),
         ));
-        let result = conn.send_at(&req, version, Some(wait));
+        // Woken, the read fails (its connection is shut down) or never starts; either way
+        // nothing was handed out, so nothing is lost.
+        let result = wakeup
+            .during(conn.interrupter(), || conn.send_at(&req, version, Some(wait)))
+            .unwrap_or(Err(Error::Wakeup));
         if !conn.is_connected() {
             self.conns.remove(&leader.id);
         }
-        result.map(|r| (version, r))
+        match result {
+            Err(_) if wakeup.is_pending() => Err(Error::Wakeup),
+            r => r.map(|r| (version, r)),
+        }
     }
 
     /// Drops the connection to a broker (after it stopped leading or failed).

@@ -31,6 +31,7 @@ use crate::group::member::lookup_deadline;
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
 use crate::records::DecodeLimits;
+use crate::wakeup::{Wakeup, WakeupHandle};
 use config::ConsumerConfig;
 use fetcher::{FetchSettings, FetchTarget, Fetcher, PartitionFetch};
 use positions::Positions;
@@ -123,11 +124,14 @@ struct Buffered {
 /// ```
 ///
 /// Blocking and single-threaded: every call runs on the caller's thread (the member's
-/// heartbeats run on its own). Dropping a consumer without [`close`](Self::close) skips the
-/// final auto-commit.
+/// heartbeats run on its own); another thread can end a blocked `poll` at once with a
+/// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer without
+/// [`close`](Self::close) skips the final auto-commit.
 #[derive(Debug)]
 pub struct Consumer {
     client: Client,
+    /// The member's (shared), or the consumer's own without a group.
+    wakeup: Wakeup,
     /// The group: `None` for a consumer without `group.id` (manual assignment, no commits).
     member: Option<GroupMember>,
     config: ConsumerConfig,
@@ -167,6 +171,14 @@ impl Consumer {
         self.member.as_mut().ok_or_else(no_group)
     }
 
+    /// A handle another thread can use to make a blocked [`poll`](Self::poll) return
+    /// [`Error::Wakeup`] at once, or the next one if none is blocked (Java's
+    /// `KafkaConsumer.wakeup()`); see [`WakeupHandle`]. A poll that has group events to report
+    /// when woken (e.g. [`GroupEvent::Assigned`]) returns them, and the next poll the error.
+    pub fn wakeup_handle(&self) -> WakeupHandle {
+        self.wakeup.handle()
+    }
+
     /// The subscribed topics (empty for a consumer without a group).
     pub fn subscription(&self) -> &[String] {
         self.member.as_ref().map_or(&[], GroupMember::subscription)
@@ -192,6 +204,7 @@ impl Consumer {
     /// any buffered ones. Seeking below the committed offset also allows committing below it
     /// (see the [`Consumer`] docs). Fails with [`Error::NotAssigned`] for a partition not assigned.
     pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        crate::names::check_topic("seek", &tp.topic)?;
         if offset < 0 {
             return Err(Error::Config {
                 property: "seek",
@@ -329,10 +342,25 @@ impl Consumer {
             Duration::ZERO
         };
         loop {
+            if self.wakeup.is_pending() && !events.is_empty() {
+                // The group events this poll acted on go first; the next poll is woken.
+                return Ok(Polled {
+                    records: Vec::new(),
+                    events,
+                });
+            }
+            self.wakeup.check()?;
             let group_events = match &mut self.member {
-                Some(m) if self.config.manual.is_none() => m.poll(wait)?,
+                Some(m) if self.config.manual.is_none() => match m.poll(wait) {
+                    // Woken after this poll got events: they go first, the wakeup next time.
+                    Err(Error::Wakeup) if !events.is_empty() => {
+                        self.wakeup.handle().wakeup();
+                        Vec::new()
+                    }
+                    r => r?,
+                },
                 _ => {
-                    crate::deadline::sleep_within(wait, deadline);
+                    self.wakeup.sleep_within(wait, deadline);
                     Vec::new()
                 }
             };
@@ -546,9 +574,11 @@ impl Consumer {
             let (version, resp) =
                 match self
                     .fetcher
-                    .fetch(&self.client, broker, &targets, &settings, deadline)
+                    .fetch(&self.client, broker, &targets, &settings, deadline, &self.wakeup)
                 {
                     Ok(r) => r,
+                    // The poll loop reports it; what other leaders sent stays buffered.
+                    Err(Error::Wakeup) => break,
                     Err(e) if e.is_transient() => {
                         log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
                         self.fetcher.disconnect(leader);
@@ -635,7 +665,7 @@ impl Consumer {
 
     /// Sleeps `retry.backoff.ms`, but not past `deadline`.
     fn pause_until(&self, deadline: Instant) {
-        crate::deadline::sleep_within(self.client.retry_backoff(), deadline);
+        self.wakeup.sleep_within(self.client.retry_backoff(), deadline);
     }
 
     /// Commits (if auto-commit is on), then closes the member: a static member keeps its

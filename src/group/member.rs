@@ -27,6 +27,7 @@ use crate::net::{Pending, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupResponse, SyncGroupRequest};
 use crate::protocol::ApiKey;
+use crate::wakeup::{Waited, Wakeup, WakeupHandle};
 use crate::KafkaCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,6 +165,8 @@ pub struct GroupMember {
     /// The link whose connection attempt to the coordinator failed, kept for the next attempt
     /// so that its reconnect backoff holds (a fresh link would dial at once, every retry).
     failed_link: Option<Link>,
+    /// Lets another thread end a blocked `poll` or `join` ([`GroupMember::wakeup_handle`]).
+    wakeup: Wakeup,
 }
 
 /// Where a join stands between calls. A JoinGroup may be held by the coordinator for a whole
@@ -253,7 +256,20 @@ impl GroupMember {
             denied: None,
             heartbeats_refused: false,
             failed_link: None,
+            wakeup: Wakeup::default(),
         })
+    }
+
+    /// A handle another thread can use to make a blocked [`poll`](Self::poll) or
+    /// [`join`](Self::join) return [`Error::Wakeup`] at once (or the next call, if none is
+    /// blocked); see [`WakeupHandle`]. Java's `KafkaConsumer.wakeup()`.
+    pub fn wakeup_handle(&self) -> WakeupHandle {
+        self.wakeup.handle()
+    }
+
+    /// The member's wakeup, which its consumer shares.
+    pub(crate) fn wakeup(&self) -> &Wakeup {
+        &self.wakeup
     }
 
     /// The group id.
@@ -423,6 +439,7 @@ impl GroupMember {
     /// coordinator's address and `connection refused`) as its `last`.
     pub fn join(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
+        self.wakeup.check()?;
         let deadline = crate::deadline::after(timeout);
         let mut events = std::mem::take(&mut self.undelivered);
         self.begin_join(&mut events);
@@ -431,6 +448,7 @@ impl GroupMember {
             Ok(false) => {
                 // Revocations and coordinator moves seen so far reach the caller next time.
                 self.undelivered = events;
+                self.wakeup.check()?;
                 Err(Error::retries_timeout(
                     format!("joining group {}", self.config.group_id),
                     self.last_join_error.take(),
@@ -482,12 +500,18 @@ impl GroupMember {
                 }
                 Joining::AwaitingJoin { pending, started } => {
                     let Some(conn) = self.conn.as_mut() else { continue };
-                    let resp = match conn.receive(&pending, crate::deadline::left(deadline)) {
+                    let left = crate::deadline::left(deadline);
+                    // Woken: the coordinator may hold the JoinGroup for the whole rebalance.
+                    let received = self
+                        .wakeup
+                        .during(conn.interrupter(), || conn.receive(&pending, left));
+                    let resp = match received.unwrap_or(Ok(None)) {
                         Ok(Some(resp)) => resp,
                         Ok(None) => {
                             self.joining = Joining::AwaitingJoin { pending, started };
                             return Ok(false);
                         }
+                        Err(e) if self.wakeup.is_pending() => return self.woken_mid_request(e),
                         Err(e) => {
                             self.on_request_error(e, "JoinGroup", deadline)?;
                             continue;
@@ -554,7 +578,11 @@ impl GroupMember {
                     sent,
                 } => {
                     let Some(conn) = self.conn.as_mut() else { continue };
-                    let sync = match conn.receive(&pending, crate::deadline::left(deadline)) {
+                    let left = crate::deadline::left(deadline);
+                    let received = self
+                        .wakeup
+                        .during(conn.interrupter(), || conn.receive(&pending, left));
+                    let sync = match received.unwrap_or(Ok(None)) {
                         Ok(Some(sync)) => sync,
                         Ok(None) => {
                             self.joining = Joining::AwaitingSync {
@@ -565,6 +593,7 @@ impl GroupMember {
                             };
                             return Ok(false);
                         }
+                        Err(e) if self.wakeup.is_pending() => return self.woken_mid_request(e),
                         Err(e) => {
                             self.on_request_error(e, "SyncGroup", deadline)?;
                             continue;
@@ -686,7 +715,8 @@ impl GroupMember {
     /// Sleeps `retry.backoff.ms`, or until `deadline` if that comes first; false if `deadline`
     /// has passed.
     fn backoff(&self, deadline: Instant) -> bool {
-        crate::deadline::sleep_within(self.config.retry_backoff(&self.client), deadline)
+        self.wakeup
+            .sleep_within(self.config.retry_backoff(&self.client), deadline)
     }
 
     /// Drops a JoinGroup or SyncGroup still in flight, with the connection it was sent on (its
@@ -768,6 +798,7 @@ impl GroupMember {
     /// member stays usable and keeps trying on the next call.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
+        self.wakeup.check()?;
         self.resume_refused_heartbeats();
         let mut events = std::mem::take(&mut self.undelivered);
         let deadline = crate::deadline::after(timeout);
@@ -790,14 +821,16 @@ impl GroupMember {
                     self.undelivered = events;
                     return Err(self.stop_if_denied(e));
                 }
+                self.wakeup.check_unless(!events.is_empty())?;
                 return Ok(events);
             }
             if !events.is_empty() {
                 return Ok(events);
             }
-            match self.heartbeat.events.recv_deadline(deadline) {
-                Ok(e) => self.on_event_keeping(e, &mut events)?,
-                Err(_) => return Ok(events),
+            match self.wakeup.recv_deadline(&self.heartbeat.events, deadline) {
+                Waited::Got(e) => self.on_event_keeping(e, &mut events)?,
+                Waited::TimedOut => return Ok(events),
+                Waited::Woken => self.wakeup.check()?,
             }
         }
     }
@@ -984,6 +1017,16 @@ impl GroupMember {
         } else {
             Err(e)
         }
+    }
+
+    /// A wakeup cut a JoinGroup or SyncGroup read short, breaking the coordinator connection
+    /// (`e`): the join starts over at the next call, over a new connection to the same
+    /// coordinator (the coordinator keeps the member through it), and the caller returns.
+    fn woken_mid_request(&mut self, e: Error) -> Result<bool> {
+        log::debug!("{}: woken up during a join: {e}", self.ctx());
+        self.conn = None;
+        self.joining = Joining::Start;
+        Ok(false)
     }
 
     /// Marks the coordinator unknown (after a broken connection, or `NOT_COORDINATOR` or

@@ -145,7 +145,7 @@ impl Interrupter {
         Interrupter(Box::new(f))
     }
 
-    fn socket(socket: TcpStream) -> Self {
+    pub(crate) fn socket(socket: TcpStream) -> Self {
         Interrupter::new(move || {
             let _ = socket.shutdown(std::net::Shutdown::Both);
         })

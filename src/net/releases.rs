@@ -2,7 +2,7 @@
 //!
 //! Used to name releases in errors ("static membership needs Kafka 2.3 or newer") and to
 //! guess which release a broker is from its ApiVersions answer. The table covers every
-//! release from 0.10.0 to 4.2, ZooKeeper (`zk-X.Y`) and KRaft (`kraft-X.Y`) mode.
+//! release from 0.10.0 to 4.4, ZooKeeper (`zk-X.Y`) and KRaft (`kraft-X.Y`) mode.
 
 use crate::protocol::VersionRange;
 use std::collections::BTreeMap;
@@ -238,8 +238,64 @@ mod tests {
             .filter(|l| !l.starts_with('#') && !l.starts_with("release\t") && !l.trim().is_empty())
             .count();
         assert_eq!(all().iter().map(|r| r.apis.len()).sum::<usize>(), rows);
-        assert_eq!(all().len(), 39, "25 ZooKeeper-mode and 14 KRaft-mode releases");
+        assert_eq!(all().len(), 41, "25 ZooKeeper-mode and 16 KRaft-mode releases");
         assert_eq!(all()[0].name, "zk-0.10.0");
+    }
+
+    /// Every release the integration tests run against has its row, so that `broker-versions`
+    /// and capability errors name it instead of "newer than" an older one. Pins (first
+    /// non-comment column two of `scripts/kafka-versions`) from 3.3 on are KRaft-mode brokers.
+    #[test]
+    fn every_pinned_release_is_in_the_table() {
+        let pins = include_str!("../../scripts/kafka-versions");
+        let mut checked = 0;
+        for line in pins
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        {
+            let version = line.split_whitespace().nth(1).unwrap();
+            let (major, minor, patch) = sort_key(&format!("-{version}"));
+            let number = if major == 0 {
+                format!("{major}.{minor}.{patch}")
+            } else {
+                format!("{major}.{minor}")
+            };
+            let mode = if (major, minor) >= (3, 3) { "kraft" } else { "zk" };
+            let name = format!("{mode}-{number}");
+            assert!(
+                by_name(&name).is_some(),
+                "scripts/kafka-versions pins Kafka {version}, but the table has no {name}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 13, "read {checked} pins");
+        let newest_pin = pins
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| sort_key(&format!("-{}", l.split_whitespace().nth(1).unwrap())))
+            .max()
+            .unwrap();
+        let newest = sort_key(all().last().unwrap().name);
+        assert!(
+            (newest.0, newest.1) >= (newest_pin.0, newest_pin.1),
+            "the table stops at {newest:?}, before the newest pin {newest_pin:?}"
+        );
+    }
+
+    /// What real 4.3.1 and 4.4.0 brokers answered (no client telemetry without a metrics
+    /// reporter; WriteTxnMarkers, which the table leaves out) is named 4.3 and 4.4 exactly.
+    #[test]
+    fn measured_4_3_and_4_4_brokers_are_named_exactly() {
+        for name in ["kraft-4.3", "kraft-4.4"] {
+            let mut apis = by_name(name).unwrap().apis.clone();
+            apis.remove(&71);
+            apis.remove(&72);
+            apis.insert(27, VersionRange::new(1, 2));
+            match identify(&apis) {
+                ReleaseMatch::Exact(r) => assert_eq!(r.name, name),
+                other => panic!("{name} identified as {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -17,15 +17,24 @@ pub(crate) struct Run {
 }
 
 /// Runs the binary with `--bootstrap-server bootstrap` and `args`. Standard input stays open
-/// until it exits (EOF on stdin stops `join`).
+/// until it exits.
 pub(crate) fn cli(bootstrap: &str, args: &[&str]) -> Run {
+    cli_with_stdin(bootstrap, args, Stdio::piped())
+}
+
+/// [`cli`] with standard input closed from the start, as under cron or nohup (`</dev/null`).
+fn cli_stdin_closed(bootstrap: &str, args: &[&str]) -> Run {
+    cli_with_stdin(bootstrap, args, Stdio::null())
+}
+
+fn cli_with_stdin(bootstrap: &str, args: &[&str], stdin: Stdio) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
         .arg("--bootstrap-server")
         .arg(bootstrap)
         .args(["--timeout", "20"])
         .args(args)
         .env_remove("KAFKA_BOOTSTRAP")
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -286,4 +295,116 @@ fn join_prints_assignments_and_records_and_commits() {
         .map(|e| &e["offset"])
         .collect();
     assert_eq!(offsets, [3, 4], "{}", run.stdout);
+}
+
+/// Issue 15: with standard input closed (cron, nohup), `join` stopped after its first poll
+/// (500 of `--max-records 1000`). Input that is not a terminal no longer stops it.
+#[test]
+fn join_with_stdin_closed_honours_max_records_and_duration() {
+    let bootstrap = broker::shared().bootstrap();
+    let client = client(bootstrap);
+    let topic = topic_with_partitions(&client, 1);
+    let mut producer = client.producer().build().unwrap();
+    for i in 0..1200 {
+        producer
+            .send(ProducerRecord::new(&topic, format!("v{i}")))
+            .unwrap();
+    }
+    producer.close().unwrap();
+    let group = unique_name("cli-closed");
+    let join = |extra: &[&str]| {
+        let mut args = vec![
+            "join",
+            &group,
+            "--instance-id",
+            "cli-closed",
+            "--topic",
+            &topic,
+            "--from-beginning",
+            "--session-timeout",
+            "6000",
+        ];
+        args.extend_from_slice(extra);
+        cli_stdin_closed(bootstrap, &args)
+    };
+    let run = join(&["--max-records", "1000", "--duration", "60"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let records = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("{topic}-0\t")))
+        .count();
+    assert_eq!(records, 1000, "{}", run.stderr);
+
+    // --duration alone: runs its time (more than one poll), prints the rest, exits 0.
+    let start = std::time::Instant::now();
+    let run = join(&["--duration", "4"]);
+    let took = start.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let records = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("{topic}-0\t")))
+        .count();
+    assert_eq!(records, 200, "{}", run.stdout);
+    assert!(took >= Duration::from_secs(4), "stopped after {took:?}");
+}
+
+/// Issue 15: `join --duration 15` ran 323 s once the broker went away. Now the duration, then
+/// at most --timeout for the final commit and another for the close, bound it.
+#[test]
+fn join_duration_bounds_the_command_when_the_broker_goes_away() {
+    use std::io::BufRead;
+    let proxy = Proxy::start(broker::shared_legacy(), "kraft-3.9");
+    let client = client(&proxy.bootstrap());
+    let topic = topic_with_partitions(&client, 1);
+    let group = unique_name("cli-gone");
+    let (duration, timeout) = (8, 5);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
+        .args(["--bootstrap-server", &proxy.bootstrap()])
+        .args(["--timeout", &timeout.to_string()])
+        .args(["join", &group, "--instance-id", "gone", "--topic", &topic])
+        .args(["--session-timeout", "6000", "--duration", &duration.to_string()])
+        .env_remove("KAFKA_BOOTSTRAP")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("Assigned"), "{first}");
+    // The broker stops answering (connections stay open: the worst case for a client).
+    proxy.blackhole(true);
+    let start = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    let took = start.elapsed();
+    let bound = Duration::from_secs(duration + 2 * timeout + 10);
+    assert!(
+        took < bound,
+        "ran {took:?} after the broker went away (bound {bound:?})"
+    );
+    eprintln!("join exited {status} {took:?} after the broker went away");
+    proxy.blackhole(false);
+}
+
+/// A topic name Kafka would refuse is a usage error (exit 1) naming it, before any network call
+/// (the broker address is a closed port).
+#[test]
+fn join_refuses_a_bad_topic_name_before_connecting() {
+    let run = cli_stdin_closed(
+        "127.0.0.1:1",
+        &[
+            "join",
+            "g",
+            "--instance-id",
+            "i",
+            "--topic",
+            "bad topic!",
+            "--duration",
+            "30",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("bad topic!"), "{}", run.stderr);
 }

@@ -503,7 +503,7 @@ mod cli {
             if known {
                 assert_eq!(named, want, "Kafka {} named as {broker}", b.version());
             } else {
-                // Newer than the table (4.3+): the newest known release, never an older one,
+                // Newer than the table: the newest known release, never an older one,
                 // and said not to be an exact match unless the tables are the same.
                 let newest = kafka_group::unstable::releases::all().last().unwrap().version();
                 assert_eq!(named, newest, "{broker}");

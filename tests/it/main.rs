@@ -34,3 +34,4 @@ mod secure_interop_tests;
 mod secure_tests;
 mod support;
 mod tls_tests;
+mod wakeup_tests;

@@ -7,7 +7,7 @@ use kafka_group::unstable::{classify, GroupAction};
 use kafka_group::{ConsumerRecord, Error, OffsetReset};
 use kafka_group::{GroupEvent, TopicPartition};
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 ///
 /// Prints an `Assigned` / `Revoked` line for each rebalance and one line per record
 /// (`TOPIC-PARTITION<TAB>OFFSET<TAB>KEY<TAB>VALUE`, `null` for a missing key or value),
-/// committing after each poll. Runs until standard input ends (Ctrl-D), Ctrl-C, or the
-/// --max-records / --duration limit. Ctrl-C ends the process at once: what was printed is
+/// committing after each poll. Runs until the --max-records / --duration limit, Ctrl-C (or
+/// another signal), or, when standard input is a terminal, Ctrl-D there. Standard input that
+/// is not a terminal (closed, /dev/null, a pipe, as under cron, nohup or a process runner) is
+/// not read: it ending does not stop the command. Once the limit is reached, the final commit
+/// and close each take at most --timeout. Ctrl-C ends the process at once: what was printed is
 /// already committed, and like any static member it keeps its partitions until its session
 /// times out.
 #[derive(Debug, clap::Args)]
@@ -54,7 +57,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
         .consumer(&args.group)
         .subscribe(args.topics.iter().cloned())
         .group_instance_id(&args.instance_id)
-        .enable_auto_commit(false);
+        .enable_auto_commit(false)
+        // --duration bounds the command: the close after it waits --timeout at most.
+        .close_timeout(ctx.timeout);
     if let Some(ms) = args.session_timeout {
         builder = builder.session_timeout(Duration::from_millis(ms));
     }
@@ -62,7 +67,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
         builder = builder.auto_offset_reset(OffsetReset::Earliest);
     }
     let mut consumer = builder.build()?;
-    let input_closed = watch_stdin();
+    let input_closed = watch_terminal();
     let deadline = args.duration.map(|s| {
         Instant::now()
             .checked_add(Duration::from_secs(s))
@@ -71,7 +76,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
     let mut printed: u64 = 0;
     loop {
         if input_closed.load(Ordering::SeqCst) {
-            log::info!("standard input closed; stopping");
+            log::info!("end of input on the terminal; stopping");
             break;
         }
         let wait = match deadline {
@@ -129,10 +134,15 @@ fn generation_ended(e: &Error) -> bool {
     })
 }
 
-/// A flag set when standard input reaches its end (or fails), read on a background thread
-/// because the standard library has no non-blocking read.
-fn watch_stdin() -> Arc<AtomicBool> {
+/// A flag set when standard input, if it is a terminal, reaches its end (Ctrl-D) or fails,
+/// read on a background thread because the standard library has no non-blocking read. Input
+/// that is not a terminal never sets it: under cron or nohup it is closed from the start, and
+/// a one-poll run there is what issue 15 found.
+fn watch_terminal() -> Arc<AtomicBool> {
     let closed = Arc::new(AtomicBool::new(false));
+    if !std::io::stdin().is_terminal() {
+        return closed;
+    }
     let flag = closed.clone();
     std::thread::spawn(move || {
         let mut buf = [0u8; 1024];
