@@ -1,0 +1,143 @@
+//! The README's two application examples, run against the shared broker with the same code
+//! their `cargo run --example` programs run: the batch job (examples/batch_job) and the
+//! threaded server of static members (examples/static_server).
+
+#[path = "../../examples/batch_job/job.rs"]
+mod job;
+#[path = "../../examples/static_server/server.rs"]
+mod server;
+
+use crate::group_tests::{client, topic_with_partitions};
+use crate::support::{broker, unique_name};
+use kafka_group::{ProducerRecord, TopicPartition};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn produce(client: &kafka_group::Client, topic: &str, partitions: i32, per_partition: usize) {
+    let mut p = client.producer().build().unwrap();
+    for part in 0..partitions {
+        for i in 0..per_partition {
+            p.send(ProducerRecord::new(topic, format!("r{i}")).partition(part))
+                .unwrap();
+        }
+    }
+    p.flush().unwrap();
+}
+
+#[test]
+fn the_batch_job_reads_exactly_up_to_its_start_snapshot_commits_and_the_next_run_goes_on() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 3);
+    let group = unique_name("batch-job");
+    produce(&client, &topic, 3, 40);
+    // Producers go on writing while the job runs: the job must stop at its snapshot anyway.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (client, topic, stop) = (client.clone(), topic.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                produce(&client, &topic, 3, 5);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let mut seen: BTreeMap<TopicPartition, Vec<i64>> = BTreeMap::new();
+    let first = job::run(b.bootstrap(), &group, &topic, Duration::from_secs(90), |r| {
+        seen.entry(r.topic_partition()).or_default().push(r.offset)
+    })
+    .unwrap();
+    assert_eq!(first.snapshot.len(), 3);
+    for (tp, &end) in &first.snapshot {
+        assert!(end >= 40, "{tp}: snapshot {end}");
+        assert_eq!(
+            seen[tp],
+            (0..end).collect::<Vec<_>>(),
+            "{tp}: every record below the snapshot once"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    // What the job committed is its snapshot, not what poll returned past it.
+    let committed = client.admin().group_offsets(&group).unwrap();
+    assert_eq!(committed, first.snapshot);
+    // The next run starts there and stops at its own snapshot.
+    produce(&client, &topic, 3, 10);
+    let mut again: BTreeMap<TopicPartition, Vec<i64>> = BTreeMap::new();
+    let second = job::run(b.bootstrap(), &group, &topic, Duration::from_secs(90), |r| {
+        again.entry(r.topic_partition()).or_default().push(r.offset)
+    })
+    .unwrap();
+    for (tp, &end) in &second.snapshot {
+        let from = first.snapshot[tp];
+        assert_eq!(again[tp], (from..end).collect::<Vec<_>>(), "{tp}");
+    }
+}
+
+#[test]
+fn the_static_server_restarted_within_the_session_timeout_gets_every_partition_back_without_rebalance() {
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 6);
+    produce(&client, &topic, 6, 10);
+    let settings = server::Settings {
+        bootstrap: b.bootstrap().to_string(),
+        group: unique_name("static-server"),
+        topic: topic.clone(),
+        members: 3,
+        prefix: unique_name("srv"),
+        session_timeout: Duration::from_secs(30),
+    };
+    let first = server::Server::start(&settings).unwrap();
+    assert!(
+        first.wait_settled(Duration::from_secs(2), Duration::from_secs(90)),
+        "{:?}",
+        first.views()
+    );
+    let processed = first.processed();
+    let before = first.stop();
+    assert_eq!(processed, before.iter().map(|v| v.records).sum::<usize>());
+    let owned: usize = before.iter().map(|v| v.assigned.as_ref().unwrap().1.len()).sum();
+    assert_eq!(owned, 6, "{before:?}");
+    assert!(before.iter().all(|v| v.failed.is_none()), "{before:?}");
+    let generation = before[0].assigned.as_ref().unwrap().0;
+    assert!(
+        before
+            .iter()
+            .all(|v| v.assigned.as_ref().unwrap().0 == generation),
+        "{before:?}"
+    );
+    // Restarted at once, well within the session timeout.
+    let second = server::Server::start(&settings).unwrap();
+    assert!(
+        second.wait_settled(Duration::from_secs(3), Duration::from_secs(60)),
+        "{:?}",
+        second.views()
+    );
+    let after = second.stop();
+    for (was, now) in before.iter().zip(&after) {
+        assert_eq!(was.instance_id, now.instance_id);
+        let (g, partitions) = now.assigned.clone().unwrap();
+        assert_eq!(
+            g, generation,
+            "{}: the group rebalanced ({was:?} -> {now:?})",
+            now.instance_id
+        );
+        assert_eq!(
+            &partitions,
+            &was.assigned.as_ref().unwrap().1,
+            "{}",
+            now.instance_id
+        );
+        assert_eq!(now.revocations, 0, "{now:?}");
+        assert_ne!(now.rebalanced, Some(true), "{now:?}");
+        assert!(now.failed.is_none(), "{now:?}");
+    }
+    let records: usize = before.iter().chain(&after).map(|v| v.records).sum();
+    assert_eq!(
+        records, 60,
+        "every record once across both runs: {before:?} {after:?}"
+    );
+}
