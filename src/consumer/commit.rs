@@ -30,7 +30,7 @@ impl Consumer {
     }
 
     /// Commits the positions of every assigned partition — everything [`poll`](Self::poll)
-    /// has returned — synchronously. Between a poll that returned [`GroupEvent::Revoked`] and
+    /// has returned — synchronously. Between a poll that returned [`GroupEvent::Revoked`](crate::GroupEvent::Revoked) and
     /// the next poll, commits the revoked partitions with the generation that owned them.
     /// Partitions whose position equals the committed offset are not sent again; with nothing
     /// to commit no request is made.

@@ -89,6 +89,17 @@ struct Buffered {
 ///   principal may not describe (the leader cannot assign it) or read (Fetch), `commit` for a
 ///   group or topic it may not read. Never retried. Denied the group itself, the consumer
 ///   stops for good, as when fenced.
+/// - **Offsets and seeks** (Java's names): [`beginning_offsets`](Consumer::beginning_offsets),
+///   [`end_offsets`](Consumer::end_offsets), [`offsets_for_times`](Consumer::offsets_for_times)
+///   for any partition; [`seek`](Consumer::seek), and the lazy
+///   [`seek_to_beginning`](Consumer::seek_to_beginning) / [`seek_to_end`](Consumer::seek_to_end) /
+///   [`seek_to_timestamp`](Consumer::seek_to_timestamp), resolved by the next poll;
+///   [`commit_records`](Consumer::commit_records) commits exactly the records a job processed.
+/// - **Flow and group control**: [`pause`](Consumer::pause) / [`resume`](Consumer::resume),
+///   [`leave_group`](Consumer::leave_group), [`request_rejoin`](Consumer::request_rejoin),
+///   [`group_metadata`](Consumer::group_metadata), a [`ConsumerRebalanceListener`] called inside
+///   poll before anything is fetched for a new assignment, and manual assignment
+///   ([`ConsumerBuilder::assign`], [`Client::consumer_without_group`]).
 /// - **Auto-commit** (`enable.auto.commit`, on by default as in Kafka's Java client): inside
 ///   `poll`, once `auto.commit.interval.ms` has passed, the positions are committed (what
 ///   earlier polls returned, which the application has processed by the time it polls again);
