@@ -175,7 +175,8 @@ fn joined(s: &Script, m: &mut GroupMember) {
         [GroupEvent::Assigned {
             generation: 1,
             partitions: tps(&[0, 1]),
-            rebalanced: None,
+            // A follower: a dynamic one's generation is always new, a static one cannot tell.
+            rebalanced: (!m.is_static()).then_some(true),
         }]
     );
     poll_until(m, "a first heartbeat", |_| !heartbeats(s).is_empty());
@@ -588,7 +589,7 @@ fn the_leader_syncs_the_assignment_its_assignor_computed() {
         [GroupEvent::Assigned {
             generation: 1,
             partitions: tps(&[0, 1]),
-            rebalanced: None,
+            rebalanced: Some(true),
         }]
     );
     // The leader looked the subscribed topic up for it.
@@ -645,7 +646,8 @@ fn a_restarted_leader_skips_the_assignment(kept: [&[i32]; 2]) -> (Script, GroupM
         [GroupEvent::Assigned {
             generation: 4,
             partitions: tps(kept[0]),
-            rebalanced: None,
+            // KIP-814: told to skip the assignment, so it took its generation back over.
+            rebalanced: Some(false),
         }]
     );
     assert!(synced(&s, 0).is_empty(), "a leader told to skip assigned");
