@@ -10,6 +10,7 @@ mod assign;
 mod metadata_watch;
 #[cfg(test)]
 mod scripted;
+mod session_bounds;
 
 use super::action::{classify, GroupAction};
 use super::assignment::{Assignment, Subscription, TopicPartition};
@@ -984,6 +985,9 @@ impl GroupMember {
                 Ok(false)
             }
             JoinStep::Fenced => Err(self.fence()),
+            JoinStep::Fatal if api == ApiKey::JoinGroup && code == KafkaCode::InvalidSessionTimeout => {
+                Err(self.invalid_session_timeout(deadline))
+            }
             JoinStep::Fatal => Err(self.group_error(api, code)),
         }
     }

@@ -14,6 +14,7 @@ mod connection_tests;
 mod consumer_tests;
 mod demo_tests;
 mod group_tests;
+mod group_usability_tests;
 mod harness;
 mod hostile_api_tests;
 mod interop_tests;

@@ -815,3 +815,109 @@ fn a_leaders_metadata_lookup_ends_with_the_calls_time() {
     poll_until(&mut m, "the assignment", stable);
     assert_eq!(synced(&s, 0)["m-1"], owns(&[0, 1]));
 }
+
+/// A coordinator refusing `session.timeout.ms` (JoinGroup answers INVALID_SESSION_TIMEOUT);
+/// `configs` answers the DescribeConfigs the member then sends, if any. Returns the error.
+fn a_refused_session_timeout(
+    configs: Option<Answer<crate::protocol::messages::DescribeConfigsResponse>>,
+) -> Error {
+    use crate::protocol::messages::DescribeConfigsRequest;
+    let s = script();
+    s.on::<JoinGroupRequest>(|_, _| {
+        Answer::Reply(JoinGroupResponse {
+            error_code: KafkaCode::InvalidSessionTimeout.code(),
+            ..Default::default()
+        })
+    });
+    if let Some(a) = configs {
+        s.push::<DescribeConfigsRequest>(a);
+    }
+    let mut m = member(&s, Some("w-1"));
+    let e = m.join(WAIT).unwrap_err();
+    if !s.requests::<DescribeConfigsRequest>().is_empty() {
+        let asked = &s.requests::<DescribeConfigsRequest>()[0].resources[0];
+        // The coordinator's own settings: broker 1.
+        assert_eq!((asked.resource_type, asked.resource_name.as_str()), (4, "1"));
+    }
+    assert_eq!(e.kafka_code(), Some(KafkaCode::InvalidSessionTimeout), "{e}");
+    e
+}
+
+#[test]
+fn an_invalid_session_timeout_names_the_value_and_the_brokers_bounds() {
+    use crate::protocol::messages::describe_configs_response::{
+        DescribeConfigsResourceResult, DescribeConfigsResult,
+    };
+    let config = |name: &str, value: &str| DescribeConfigsResourceResult {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    };
+    let answer = crate::protocol::messages::DescribeConfigsResponse {
+        results: vec![DescribeConfigsResult {
+            resource_type: 4,
+            resource_name: "1".into(),
+            configs: vec![
+                config("group.min.session.timeout.ms", "6000"),
+                config("group.max.session.timeout.ms", "1800000"),
+            ],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let e = a_refused_session_timeout(Some(Answer::Reply(answer)));
+    match &e {
+        Error::InvalidSessionTimeout {
+            group,
+            session_timeout,
+            broker_bounds,
+            bounds_unread,
+        } => {
+            assert_eq!(group, "g");
+            assert_eq!(*session_timeout, SESSION);
+            assert_eq!(
+                *broker_bounds,
+                Some((Duration::from_millis(6000), Duration::from_millis(1_800_000)))
+            );
+            assert_eq!(*bounds_unread, None);
+        }
+        other => panic!("{other}"),
+    }
+    let text = e.to_string();
+    for part in [
+        "session.timeout.ms 1500 ms",
+        "group.min.session.timeout.ms 6000 ms",
+        "group.max.session.timeout.ms 1800000 ms",
+    ] {
+        assert!(text.contains(part), "{text}");
+    }
+}
+
+#[test]
+fn an_invalid_session_timeout_says_when_the_bounds_could_not_be_read() {
+    use crate::protocol::messages::describe_configs_response::DescribeConfigsResult;
+    let denied = crate::protocol::messages::DescribeConfigsResponse {
+        results: vec![DescribeConfigsResult {
+            error_code: KafkaCode::ClusterAuthorizationFailed.code(),
+            resource_type: 4,
+            resource_name: "1".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let e = a_refused_session_timeout(Some(Answer::Reply(denied)));
+    let Error::InvalidSessionTimeout {
+        broker_bounds: None,
+        bounds_unread: Some(why),
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert!(why.contains("CLUSTER_AUTHORIZATION_FAILED"), "{why}");
+    let text = e.to_string();
+    assert!(
+        text.contains("session.timeout.ms 1500 ms") && text.contains("could not be read"),
+        "{text}"
+    );
+}
