@@ -258,6 +258,15 @@ pub enum Error {
         /// Why the bounds could not be read (`None` when they were).
         bounds_unread: Option<String>,
     },
+    /// Subscribed topics do not exist (with
+    /// [`MissingTopicPolicy::Error`](crate::MissingTopicPolicy::Error)). The member stays in
+    /// its group and picks them up once they are created.
+    TopicsMissing {
+        /// The group.
+        group: String,
+        /// The topics.
+        topics: Vec<String>,
+    },
     /// The group coordinator ended the member's membership with an error retrying cannot fix.
     Group {
         /// The group.
@@ -439,6 +448,12 @@ impl fmt::Display for Error {
                     ),
                 }
             }
+            Error::TopicsMissing { group, topics } => write!(
+                f,
+                "group {group}: subscribed topic(s) {} do not exist; {}",
+                topics.join(", "),
+                crate::group::missing_topics_hint()
+            ),
             Error::Group { group, code, during } => write!(f, "group {group}: {during} failed: {code}"),
             Error::NoOffset { partitions } => {
                 f.write_str("no valid offset for ")?;

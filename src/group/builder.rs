@@ -109,6 +109,16 @@ macro_rules! member_setters {
             self.$($path).+.old_broker_policy = p;
             self
         }
+
+        /// What to do when a subscribed topic does not exist (no Kafka property): report it
+        /// ([`GroupEvent::TopicsMissing`](crate::GroupEvent::TopicsMissing) and a warning) and
+        /// wait for it, or return [`Error::TopicsMissing`](crate::Error::TopicsMissing). Either
+        /// way the member picks the topic up once it is created. Default:
+        /// [`MissingTopicPolicy::Warn`](crate::group::MissingTopicPolicy::Warn).
+        pub fn missing_topic_policy(mut self, p: crate::group::MissingTopicPolicy) -> Self {
+            self.$($path).+.missing_topic_policy = p;
+            self
+        }
     };
 }
 pub(crate) use member_setters;

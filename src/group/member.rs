@@ -8,6 +8,7 @@
 
 mod assign;
 mod metadata_watch;
+mod missing_topics;
 #[cfg(test)]
 mod scripted;
 mod session_bounds;
@@ -29,6 +30,7 @@ use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupResponse, SyncGroupRequest};
 use crate::protocol::ApiKey;
 use crate::KafkaCode;
+pub(crate) use missing_topics::missing_topics_hint;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -86,6 +88,15 @@ pub enum GroupEvent {
     CoordinatorMoved {
         /// The new coordinator.
         coordinator: Broker,
+    },
+    /// Topics this member subscribes to do not exist, so no partition of them is assigned
+    /// (with [`MissingTopicPolicy::Warn`](crate::MissingTopicPolicy::Warn), the default; also
+    /// logged at warn). Reported by the poll after each `Assigned` that lacks them; the group
+    /// picks a topic up once it is created (its leader checks for it every second), with a
+    /// rebalance. A [`Consumer`](crate::Consumer) passes it on in `Polled::events`.
+    TopicsMissing {
+        /// The topics, as subscribed.
+        topics: Vec<String>,
     },
 }
 
@@ -155,6 +166,9 @@ pub struct GroupMember {
     leader_snapshot: Option<LeaderSnapshot>,
     last_metadata_check: Instant,
     last_generation: Option<i32>,
+    /// When this member next looks for its subscribed topics in the metadata (set by each
+    /// `Assigned`, so the look costs the join nothing: it happens in a later poll).
+    missing_check: Option<Instant>,
     /// What the answer of this member's first JoinGroup says about the group rebalancing
     /// for it (see [`first_join_rebalanced`]); reported by the `Assigned` that follows.
     first_join_rebalanced: Option<bool>,
@@ -258,6 +272,7 @@ impl GroupMember {
             leader_snapshot: None,
             last_metadata_check: Instant::now(),
             last_generation: None,
+            missing_check: None,
             first_join_rebalanced: None,
             joining: Joining::Start,
             join_started: None,
@@ -613,6 +628,7 @@ impl GroupMember {
                     });
                     self.assignment = assignment;
                     self.last_metadata_check = Instant::now();
+                    self.missing_check = Some(Instant::now());
                     return Ok(true);
                 }
             }
@@ -802,6 +818,10 @@ impl GroupMember {
             }
             self.check_session(&mut events);
             self.check_leader_metadata(deadline);
+            if let Err(e) = self.check_missing_topics(deadline, &mut events) {
+                self.undelivered = events;
+                return Err(e);
+            }
             if self.rejoin_pending() {
                 // Eager protocol: hand the revocation to the caller first, so it can commit
                 // what it processed while its generation is still valid; the join happens on

@@ -921,3 +921,65 @@ fn an_invalid_session_timeout_says_when_the_bounds_could_not_be_read() {
         "{text}"
     );
 }
+
+/// A follower subscribed to `t` and `nope`, which does not exist, with `policy`; joined.
+fn missing_topic_member(s: &Script, policy: crate::group::MissingTopicPolicy) -> GroupMember {
+    follower_group(s);
+    let mut m = client(s)
+        .member("g")
+        .subscribe(["t", "nope"])
+        .session_timeout(SESSION)
+        .heartbeat_interval(INTERVAL)
+        .retry_backoff(20 * MS)
+        .close_timeout(Duration::from_secs(1))
+        .missing_topic_policy(policy)
+        .build()
+        .unwrap();
+    let before = s.requests::<MetadataRequest>().len();
+    let events = m.join(WAIT).unwrap();
+    assert!(matches!(events[..], [GroupEvent::Assigned { .. }]), "{events:?}");
+    // The join itself looked nothing up: the check waits for the next poll.
+    assert_eq!(s.requests::<MetadataRequest>().len(), before);
+    m
+}
+
+#[test]
+fn a_missing_subscribed_topic_is_reported_once_by_a_follower() {
+    let s = script();
+    let mut m = missing_topic_member(&s, crate::group::MissingTopicPolicy::Warn);
+    let events = m.poll(10 * MS).unwrap();
+    assert_eq!(
+        events,
+        [GroupEvent::TopicsMissing {
+            topics: vec!["nope".into()],
+        }]
+    );
+    // Once per generation.
+    let events = poll_for(&mut m, 5 * INTERVAL);
+    assert!(events.is_empty(), "{events:?}");
+    assert!(stable(&m));
+}
+
+#[test]
+fn a_missing_subscribed_topic_is_an_error_with_the_error_policy() {
+    let s = script();
+    let mut m = missing_topic_member(&s, crate::group::MissingTopicPolicy::Error);
+    let e = m.poll(10 * MS).unwrap_err();
+    match &e {
+        Error::TopicsMissing { group, topics } => {
+            assert_eq!(
+                (group.as_str(), topics.as_slice()),
+                ("g", &["nope".to_string()][..])
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        e.to_string().contains("nope") && e.to_string().contains("create"),
+        "{e}"
+    );
+    // The member stays in its group.
+    let events = poll_for(&mut m, 3 * INTERVAL);
+    assert!(events.is_empty(), "{events:?}");
+    assert!(stable(&m));
+}
