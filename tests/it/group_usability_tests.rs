@@ -108,3 +108,38 @@ fn a_restarted_static_member_knows_whether_it_rebalanced() {
     assert!(dynamic.generation().unwrap().id > generation);
     drop(running);
 }
+
+/// A member subscribed to a topic that does not exist says so (the event), keeps waiting, and
+/// is assigned the topic's partitions once it is created: well within metadata.max.age.ms's
+/// default 5 minutes, which the leader's check no longer waits for while a topic is missing.
+#[test]
+fn a_missing_topic_is_reported_then_assigned_once_created() {
+    let b = broker::shared();
+    let c = client(b.bootstrap());
+    let topic = unique_name("not-yet");
+    let mut m = member_builder(&c, &unique_name("missing"), &topic)
+        .group_instance_id("w-1")
+        .build()
+        .unwrap();
+    let mut events = m.join(JOIN).unwrap();
+    assert!(m.assignment().is_empty());
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while !events.iter().any(|e| matches!(e, GroupEvent::TopicsMissing { .. })) {
+        assert!(std::time::Instant::now() < until, "no TopicsMissing: {events:?}");
+        events.extend(m.poll(Duration::from_millis(100)).unwrap());
+    }
+    assert!(
+        events.contains(&GroupEvent::TopicsMissing {
+            topics: vec![topic.clone()]
+        }),
+        "{events:?}"
+    );
+    c.admin()
+        .create_topics(&[kafka_group::NewTopic::new(&topic, 2, 1)], JOIN)
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while m.assignment().topic_partitions().len() != 2 {
+        assert!(std::time::Instant::now() < until, "the new topic was not assigned");
+        m.poll(Duration::from_millis(100)).unwrap();
+    }
+}
