@@ -124,7 +124,10 @@ fn a_missing_topic_is_reported_then_assigned_once_created() {
     let mut events = m.join(JOIN).unwrap();
     assert!(m.assignment().is_empty());
     let until = std::time::Instant::now() + Duration::from_secs(20);
-    while !events.iter().any(|e| matches!(e, GroupEvent::TopicsMissing { .. })) {
+    while !events
+        .iter()
+        .any(|e| matches!(e, GroupEvent::TopicsMissing { .. }))
+    {
         assert!(std::time::Instant::now() < until, "no TopicsMissing: {events:?}");
         events.extend(m.poll(Duration::from_millis(100)).unwrap());
     }
@@ -139,7 +142,46 @@ fn a_missing_topic_is_reported_then_assigned_once_created() {
         .unwrap();
     let until = std::time::Instant::now() + Duration::from_secs(30);
     while m.assignment().topic_partitions().len() != 2 {
-        assert!(std::time::Instant::now() < until, "the new topic was not assigned");
+        assert!(
+            std::time::Instant::now() < until,
+            "the new topic was not assigned"
+        );
         m.poll(Duration::from_millis(100)).unwrap();
     }
+}
+
+/// `remove-member` on a member whose process still runs: the member rejoins with a new member
+/// id, which `--wait` sees, exiting 5; without `--wait` the removal warns.
+#[cfg(feature = "cli")]
+#[test]
+fn remove_member_on_a_live_member_reports_it_came_back() {
+    use crate::cli_tests::cli;
+    let b = broker::shared();
+    let c = client(b.bootstrap());
+    let topic = topic_with_partitions(&c, 1);
+    let group = unique_name("came-back");
+    let mut m = member_builder(&c, &group, &topic)
+        .group_instance_id("live")
+        .build()
+        .unwrap();
+    m.join(JOIN).unwrap();
+    let first_id = m.member_id().to_string();
+    let running = Running::start(m);
+
+    let run = cli(
+        b.bootstrap(),
+        &["remove-member", &group, "--instance-id", "live", "--wait", "20"],
+    );
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("came back as"), "{}", run.stdout);
+    assert!(run.stderr.contains("live"), "{}", run.stderr);
+    wait_for("the member rejoined", JOIN, || {
+        running.is_stable() && running.seen().member_id != first_id
+    });
+
+    // Without --wait: removed (exit 0), with a warning that a running process comes back.
+    let run = cli(b.bootstrap(), &["remove-member", &group, "--instance-id", "live"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("does not stop a process"), "{}", run.stderr);
+    drop(running);
 }
