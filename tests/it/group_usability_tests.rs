@@ -97,13 +97,8 @@ fn a_restarted_static_member_knows_whether_it_rebalanced() {
     // A dynamic member joins: a real rebalance, which its first join knows.
     let mut dynamic = member_builder(&c, &group, &topic).build().unwrap();
     let running = [leader, follower];
-    let events = loop {
-        // The others rejoin from their threads; the dynamic member's JoinGroup waits for them.
-        match dynamic.join(JOIN) {
-            Ok(events) => break events,
-            Err(e) => panic!("{e}"),
-        }
-    };
+    // The others rejoin from their threads; the dynamic member's JoinGroup waits for them.
+    let events = dynamic.join(JOIN).unwrap();
     assert_eq!(rebalanced(&events), [Some(true)]);
     assert!(dynamic.generation().unwrap().id > generation);
     drop(running);
