@@ -193,7 +193,8 @@ mod tests {
             .assignors(vec![Arc::new(crate::group::RoundRobinAssignor)])
             .client_rack("r1")
             .close_timeout(Duration::from_secs(5))
-            .old_broker_policy(crate::group::OldBrokerPolicy::FallBackToDynamic);
+            .old_broker_policy(crate::group::OldBrokerPolicy::FallBackToDynamic)
+            .missing_topic_policy(crate::group::MissingTopicPolicy::Error);
         let m = &b.config;
         assert_eq!(m.group_id, "g");
         assert_eq!(m.group_instance_id.as_deref(), Some("w-1"));
@@ -210,6 +211,7 @@ mod tests {
             m.old_broker_policy,
             crate::group::OldBrokerPolicy::FallBackToDynamic
         );
+        assert_eq!(m.missing_topic_policy, crate::group::MissingTopicPolicy::Error);
         b.build().unwrap();
     }
 }
