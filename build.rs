@@ -41,6 +41,8 @@ const SCHEMAS: &[&str] = &[
     "CreatePartitionsResponse.json",
     "DescribeGroupsRequest.json",
     "DescribeGroupsResponse.json",
+    "DescribeConfigsRequest.json",
+    "DescribeConfigsResponse.json",
     "ListGroupsRequest.json",
     "ListGroupsResponse.json",
     "SaslHandshakeRequest.json",

@@ -243,6 +243,30 @@ pub enum Error {
         /// The instance id in use elsewhere.
         instance_id: String,
     },
+    /// JoinGroup answered `INVALID_SESSION_TIMEOUT` (26): the member's `session.timeout.ms` is
+    /// outside the coordinator broker's `group.min.session.timeout.ms` and
+    /// `group.max.session.timeout.ms`, read with DescribeConfigs when this happens (Java's
+    /// consumer reports the code only). [`kafka_code`](Error::kafka_code) gives the code.
+    InvalidSessionTimeout {
+        /// The group.
+        group: String,
+        /// The `session.timeout.ms` that was sent.
+        session_timeout: std::time::Duration,
+        /// The broker's `group.min.session.timeout.ms` and `group.max.session.timeout.ms`;
+        /// `None` when they could not be read.
+        broker_bounds: Option<(std::time::Duration, std::time::Duration)>,
+        /// Why the bounds could not be read (`None` when they were).
+        bounds_unread: Option<String>,
+    },
+    /// Subscribed topics do not exist (with
+    /// [`MissingTopicPolicy::Error`](crate::MissingTopicPolicy::Error)). The member stays in
+    /// its group and picks them up once they are created.
+    TopicsMissing {
+        /// The group.
+        group: String,
+        /// The topics.
+        topics: Vec<String>,
+    },
     /// The group coordinator ended the member's membership with an error retrying cannot fix.
     Group {
         /// The group.
@@ -401,6 +425,39 @@ impl fmt::Display for Error {
                 "group {group}: fenced: another process uses group.instance.id {instance_id:?}; this member \
                  stopped and will not rejoin (give each process its own instance id)"
             ),
+            Error::InvalidSessionTimeout {
+                group,
+                session_timeout,
+                broker_bounds,
+                bounds_unread,
+            } => {
+                write!(
+                    f,
+                    "group {group}: JoinGroup failed: INVALID_SESSION_TIMEOUT: session.timeout.ms {} ms is ",
+                    session_timeout.as_millis()
+                )?;
+                match (broker_bounds, bounds_unread) {
+                    (Some((min, max)), _) => write!(
+                        f,
+                        "outside the broker's group.min.session.timeout.ms {} ms and \
+                         group.max.session.timeout.ms {} ms; set a session timeout within them",
+                        min.as_millis(),
+                        max.as_millis()
+                    ),
+                    (None, why) => write!(
+                        f,
+                        "outside the broker's group.min.session.timeout.ms and \
+                         group.max.session.timeout.ms, which could not be read ({})",
+                        why.as_deref().unwrap_or("no answer")
+                    ),
+                }
+            }
+            Error::TopicsMissing { group, topics } => write!(
+                f,
+                "group {group}: subscribed topic(s) {} do not exist; {}",
+                topics.join(", "),
+                crate::group::missing_topics_hint()
+            ),
             Error::Group { group, code, during } => write!(f, "group {group}: {during} failed: {code}"),
             Error::NoOffset { partitions } => {
                 f.write_str("no valid offset for ")?;
@@ -548,6 +605,7 @@ impl Error {
     pub fn kafka_code(&self) -> Option<KafkaCode> {
         match self {
             Error::Kafka { code, .. } | Error::Authorization { code, .. } => Some(*code),
+            Error::InvalidSessionTimeout { .. } => Some(KafkaCode::InvalidSessionTimeout),
             _ => None,
         }
     }

@@ -103,7 +103,8 @@ pub use consumer::{
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
 pub use group::{
     Assignment, Assignor, Generation, GroupEvent, GroupMember, MemberBuilder, MemberMetrics, MemberState,
-    MemberSubscription, OldBrokerPolicy, RangeAssignor, RoundRobinAssignor, Subscription, TopicPartition,
+    MemberSubscription, MissingTopicPolicy, OldBrokerPolicy, RangeAssignor, RoundRobinAssignor, Subscription,
+    TopicPartition,
 };
 pub use net::sasl;
 pub use net::{EndpointIdentification, SecurityProtocol};

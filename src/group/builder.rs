@@ -109,6 +109,16 @@ macro_rules! member_setters {
             self.$($path).+.old_broker_policy = p;
             self
         }
+
+        /// What to do when a subscribed topic does not exist (no Kafka property): report it
+        /// ([`GroupEvent::TopicsMissing`](crate::GroupEvent::TopicsMissing) and a warning) and
+        /// wait for it, or return [`Error::TopicsMissing`](crate::Error::TopicsMissing). Either
+        /// way the member picks the topic up once it is created. Default:
+        /// [`MissingTopicPolicy::Warn`](crate::group::MissingTopicPolicy::Warn).
+        pub fn missing_topic_policy(mut self, p: crate::group::MissingTopicPolicy) -> Self {
+            self.$($path).+.missing_topic_policy = p;
+            self
+        }
     };
 }
 pub(crate) use member_setters;
@@ -183,7 +193,8 @@ mod tests {
             .assignors(vec![Arc::new(crate::group::RoundRobinAssignor)])
             .client_rack("r1")
             .close_timeout(Duration::from_secs(5))
-            .old_broker_policy(crate::group::OldBrokerPolicy::FallBackToDynamic);
+            .old_broker_policy(crate::group::OldBrokerPolicy::FallBackToDynamic)
+            .missing_topic_policy(crate::group::MissingTopicPolicy::Error);
         let m = &b.config;
         assert_eq!(m.group_id, "g");
         assert_eq!(m.group_instance_id.as_deref(), Some("w-1"));
@@ -200,6 +211,7 @@ mod tests {
             m.old_broker_policy,
             crate::group::OldBrokerPolicy::FallBackToDynamic
         );
+        assert_eq!(m.missing_topic_policy, crate::group::MissingTopicPolicy::Error);
         b.build().unwrap();
     }
 }

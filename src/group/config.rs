@@ -18,6 +18,19 @@ pub enum OldBrokerPolicy {
     FallBackToDynamic,
 }
 
+/// What a member does when a topic it subscribes to does not exist (no Kafka property; Java's
+/// consumer waits silently, logging the metadata warning at most).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingTopicPolicy {
+    /// Report it with [`GroupEvent::TopicsMissing`](crate::GroupEvent::TopicsMissing) and a
+    /// warning, and wait for the topic: the member picks it up when it is created. The default.
+    #[default]
+    Warn,
+    /// Return [`Error::TopicsMissing`] from the poll that finds it (once per generation); the
+    /// member stays in its group and still picks the topic up when it is created.
+    Error,
+}
+
 /// A member's settings; see [`MemberBuilder`](super::MemberBuilder) for each one's Kafka
 /// property and default. Crate-private: users configure a member through `MemberBuilder` (or
 /// `ConsumerBuilder`, whose config embeds this one), so a new setting never breaks them.
@@ -49,6 +62,8 @@ pub(crate) struct MemberConfig {
     /// `close.timeout.ms`-style bound on [`GroupMember::close`](super::GroupMember::close) and
     /// drop (Java's consumer closes within 30 s by default).
     pub close_timeout: Duration,
+    /// What to do about a subscribed topic that does not exist.
+    pub missing_topic_policy: MissingTopicPolicy,
 }
 
 impl Default for MemberConfig {
@@ -68,6 +83,7 @@ impl Default for MemberConfig {
             client_rack: None,
             old_broker_policy: OldBrokerPolicy::Error,
             close_timeout: Duration::from_secs(30),
+            missing_topic_policy: MissingTopicPolicy::Warn,
         }
     }
 }

@@ -8,8 +8,10 @@
 
 mod assign;
 mod metadata_watch;
+mod missing_topics;
 #[cfg(test)]
 mod scripted;
+mod session_bounds;
 
 use super::action::{classify, GroupAction};
 use super::assignment::{Assignment, Subscription, TopicPartition};
@@ -29,6 +31,7 @@ use crate::protocol::messages::{JoinGroupRequest, JoinGroupResponse, LeaveGroupR
 use crate::protocol::ApiKey;
 use crate::wakeup::{Waited, Wakeup, WakeupHandle};
 use crate::KafkaCode;
+pub(crate) use missing_topics::missing_topics_hint;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,9 +60,20 @@ pub enum GroupEvent {
         generation: i32,
         /// The partitions.
         partitions: Vec<TopicPartition>,
-        /// Whether the generation differs from the one this member held before; `None` on a
-        /// member's first join (it cannot know what the group had). A static member that
-        /// restarts within the session timeout gets the group's unchanged generation.
+        /// Whether the group went through a rebalance for this generation.
+        ///
+        /// On a rejoin of this member: whether the generation differs from the one it held
+        /// before. On its first join (a new process), what the coordinator's answers say
+        /// (Kafka's classic group coordinator, `GroupMetadataManager`; KIP-345, KIP-814):
+        /// - a dynamic member: `Some(true)`. Its member id is new, and a generation's members
+        ///   are fixed when its join phase completes, so the group made a new generation.
+        /// - a static leader on JoinGroup v9+ (Kafka 3.2+): `Some(false)` when told to skip
+        ///   the assignment (it took its place back over in a `Stable` group, keeping the
+        ///   generation), `Some(true)` otherwise (its JoinGroup completed a join phase).
+        /// - a static follower, or a static leader on JoinGroup v5–v8: `None`. The answer is
+        ///   the same whether the coordinator handed back the generation it had or completed a
+        ///   rebalance for the join, and no other request tells (DescribeGroups has no
+        ///   generation id).
         rebalanced: Option<bool>,
     },
     /// Partitions given up without a chance to commit: the member's session expired (no
@@ -75,6 +89,15 @@ pub enum GroupEvent {
     CoordinatorMoved {
         /// The new coordinator.
         coordinator: Broker,
+    },
+    /// Topics this member subscribes to do not exist, so no partition of them is assigned
+    /// (with [`MissingTopicPolicy::Warn`](crate::MissingTopicPolicy::Warn), the default; also
+    /// logged at warn). Reported by the poll after each `Assigned` that lacks them; the group
+    /// picks a topic up once it is created (its leader checks for it every second), with a
+    /// rebalance. A [`Consumer`](crate::Consumer) passes it on in `Polled::events`.
+    TopicsMissing {
+        /// The topics, as subscribed.
+        topics: Vec<String>,
     },
 }
 
@@ -144,6 +167,12 @@ pub struct GroupMember {
     leader_snapshot: Option<LeaderSnapshot>,
     last_metadata_check: Instant,
     last_generation: Option<i32>,
+    /// When this member next looks for its subscribed topics in the metadata (set by each
+    /// `Assigned`, so the look costs the join nothing: it happens in a later poll).
+    missing_check: Option<Instant>,
+    /// What the answer of this member's first JoinGroup says about the group rebalancing
+    /// for it (see [`first_join_rebalanced`]); reported by the `Assigned` that follows.
+    first_join_rebalanced: Option<bool>,
     /// The join in progress, kept across calls (see [`Joining`]).
     joining: Joining,
     /// When the current join sent its first JoinGroup (for the join-time metric).
@@ -246,6 +275,8 @@ impl GroupMember {
             leader_snapshot: None,
             last_metadata_check: Instant::now(),
             last_generation: None,
+            missing_check: None,
+            first_join_rebalanced: None,
             joining: Joining::Start,
             join_started: None,
             discovery_since: None,
@@ -612,9 +643,9 @@ impl GroupMember {
                     self.transition(Transition::Synced);
                     self.heartbeat.send(Command::Stable(generation.clone()));
                     self.metrics.session_proven(sent);
-                    let rebalanced = self.last_generation.map(|g| g != generation.id);
-                    self.metrics
-                        .joined(join_time, sync_time, rebalanced == Some(true));
+                    let rejoined = self.last_generation.map(|g| g != generation.id);
+                    self.metrics.joined(join_time, sync_time, rejoined == Some(true));
+                    let rebalanced = rejoined.or(std::mem::take(&mut self.first_join_rebalanced));
                     self.last_generation = Some(generation.id);
                     self.join_started = None;
                     self.last_join_error = None;
@@ -626,6 +657,7 @@ impl GroupMember {
                     });
                     self.assignment = assignment;
                     self.last_metadata_check = Instant::now();
+                    self.missing_check = Some(Instant::now());
                     return Ok(true);
                 }
             }
@@ -665,6 +697,15 @@ impl GroupMember {
             instance_id: self.instance_id_to_send(),
         });
         let is_leader = leads(&resp);
+        if self.last_generation.is_none() {
+            let version = self.conn.as_ref().and_then(|c| c.version(ApiKey::JoinGroup).ok());
+            self.first_join_rebalanced = first_join_rebalanced(
+                self.instance_id_to_send().is_some(),
+                is_leader,
+                resp.skip_assignment,
+                version,
+            );
+        }
         if !is_leader {
             // A former leader's watch of the topics is the new leader's job now.
             self.leader_snapshot = None;
@@ -808,6 +849,10 @@ impl GroupMember {
             }
             self.check_session(&mut events);
             self.check_leader_metadata(deadline);
+            if let Err(e) = self.check_missing_topics(deadline, &mut events) {
+                self.undelivered = events;
+                return Err(e);
+            }
             if self.rejoin_pending() {
                 // Eager protocol: hand the revocation to the caller first, so it can commit
                 // what it processed while its generation is still valid; the join happens on
@@ -993,6 +1038,9 @@ impl GroupMember {
                 Ok(false)
             }
             JoinStep::Fenced => Err(self.fence()),
+            JoinStep::Fatal if api == ApiKey::JoinGroup && code == KafkaCode::InvalidSessionTimeout => {
+                Err(self.invalid_session_timeout(deadline))
+            }
             JoinStep::Fatal => Err(self.group_error(api, code)),
         }
     }
@@ -1389,6 +1437,28 @@ fn joined_generation(resp: &JoinGroupResponse) -> Generation {
     }
 }
 
+/// What a first JoinGroup answer (the member had no generation before in this process) says
+/// about the group rebalancing for it, as Kafka's classic group coordinator answers
+/// (`GroupMetadataManager`): a new dynamic member always completes a join phase (a new
+/// generation); a static member retaking its place in a `Stable` group gets the group's
+/// generation as it was, and on JoinGroup v9+ (KIP-814) the leader is then told, and only then,
+/// to skip the assignment. Below v9 a 3.2+ coordinator also hands a static leader the old
+/// generation without saying so, and a follower's answer never differs: `None`.
+fn first_join_rebalanced(
+    static_member: bool,
+    leader: bool,
+    skip_assignment: bool,
+    join_version: Option<i16>,
+) -> Option<bool> {
+    if !static_member {
+        return Some(true);
+    }
+    match join_version {
+        Some(v) if v >= 9 && leader => Some(!skip_assignment),
+        _ => None,
+    }
+}
+
 /// Whether the JoinGroup answer makes us the leader, the member that assigns.
 fn leads(resp: &JoinGroupResponse) -> bool {
     resp.leader == resp.member_id
@@ -1568,6 +1638,22 @@ mod tests {
             S::JoinWithGivenMemberId
         );
         assert_eq!(join_step(ApiKey::SyncGroup, K::MemberIdRequired), S::Fatal);
+    }
+
+    #[test]
+    fn a_first_join_knows_it_rebalanced_where_the_answer_says_so() {
+        // Dynamic: always a new generation.
+        for v in [None, Some(0), Some(9)] {
+            assert_eq!(first_join_rebalanced(false, true, false, v), Some(true));
+            assert_eq!(first_join_rebalanced(false, false, false, v), Some(true));
+        }
+        // A static leader on v9+: skip_assignment is exactly "no rebalance".
+        assert_eq!(first_join_rebalanced(true, true, true, Some(9)), Some(false));
+        assert_eq!(first_join_rebalanced(true, true, false, Some(9)), Some(true));
+        // Below v9 and for followers the answer is the same either way.
+        assert_eq!(first_join_rebalanced(true, true, false, Some(8)), None);
+        assert_eq!(first_join_rebalanced(true, false, false, Some(9)), None);
+        assert_eq!(first_join_rebalanced(true, true, false, None), None);
     }
 
     #[test]

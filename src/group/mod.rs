@@ -28,7 +28,8 @@ pub use assignor::{Assignor, MemberSubscription, RangeAssignor, RoundRobinAssign
 pub(crate) use builder::member_setters;
 pub use builder::MemberBuilder;
 pub(crate) use config::MemberConfig;
-pub use config::OldBrokerPolicy;
+pub use config::{MissingTopicPolicy, OldBrokerPolicy};
+pub(crate) use member::missing_topics_hint;
 pub use member::{GroupEvent, GroupMember};
 pub use metrics::MemberMetrics;
 pub use state::{Generation, MemberState};

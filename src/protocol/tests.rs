@@ -91,6 +91,8 @@ round_trips!(
     DeleteTopicsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     SaslHandshakeRequest,

@@ -16,6 +16,7 @@ mod consumer_tests;
 mod demo_tests;
 mod examples_tests;
 mod group_tests;
+mod group_usability_tests;
 mod harness;
 mod hostile_api_tests;
 mod interop_tests;

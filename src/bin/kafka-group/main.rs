@@ -26,6 +26,7 @@ Exit codes:
   3  not found: describe of a group its coordinator does not know (or that is dead),
      remove-member of an instance id that is not in the group
   4  not supported by the broker (too old: missing capability or no common API version)
+  5  remove-member --wait: a removed instance came back (its process still runs)
 
 Logs go to standard error (-v info, -vv debug, -vvv trace; RUST_LOG overrides).";
 
@@ -90,6 +91,8 @@ pub const BROKER: u8 = 2;
 pub const NOT_FOUND: u8 = 3;
 /// Exit code 4.
 pub const UNSUPPORTED: u8 = 4;
+/// Exit code 5.
+pub const CAME_BACK: u8 = 5;
 
 impl Failure {
     pub fn new(code: u8, message: impl Into<String>) -> Failure {

@@ -141,14 +141,24 @@ impl GroupMember {
     }
 }
 
+/// How often a leader looks while a subscribed topic does not exist: a fixed second (at most
+/// `metadata.max.age.ms`), Java's `retry.backoff.max.ms` default, the pace at which its
+/// consumer asks again for a topic it does not know. Fixed rather than growing: a batch job
+/// waiting for its topic should start within a second of its creation however long it
+/// waited, and one Metadata request a second per group leader costs the broker nothing.
+const MISSING_TOPIC_CHECK: Duration = Duration::from_secs(1);
+
 /// How often the leader looks: every `metadata.max.age.ms` once it knows what the group's
-/// assignment was made for, every `retry.backoff.ms` while a kept assignment (KIP-814) could
-/// not be read yet.
+/// assignment was made for, every [`MISSING_TOPIC_CHECK`] while a watched topic has no
+/// partitions in it (so that the topic is picked up soon after it is created), every
+/// `retry.backoff.ms` while a kept assignment (KIP-814) could not be read yet.
 fn check_interval(snapshot: &LeaderSnapshot, max_age: Duration, retry_backoff: Duration) -> Duration {
-    if snapshot.counts.is_some() {
-        max_age
-    } else {
-        retry_backoff
+    match &snapshot.counts {
+        Some(counts) if snapshot.topics.iter().any(|t| !counts.contains_key(t)) => {
+            MISSING_TOPIC_CHECK.min(max_age)
+        }
+        Some(_) => max_age,
+        None => retry_backoff,
     }
 }
 
@@ -195,8 +205,22 @@ mod tests {
     #[test]
     fn an_unchecked_kept_assignment_is_looked_at_again_sooner() {
         let (age, backoff) = (Duration::from_secs(300), Duration::from_millis(100));
-        assert_eq!(check_interval(&snapshot(Some(counts(&[]))), age, backoff), age);
+        let all = counts(&[("a", 1), ("b", 2)]);
+        assert_eq!(check_interval(&snapshot(Some(all)), age, backoff), age);
         assert_eq!(check_interval(&snapshot(None), age, backoff), backoff);
+    }
+
+    #[test]
+    fn a_missing_topic_is_looked_for_every_second() {
+        let (age, backoff) = (Duration::from_secs(300), Duration::from_millis(100));
+        let only_a = counts(&[("a", 1)]);
+        assert_eq!(
+            check_interval(&snapshot(Some(only_a.clone())), age, backoff),
+            MISSING_TOPIC_CHECK
+        );
+        // Never later than metadata.max.age.ms asks for.
+        let short = Duration::from_millis(200);
+        assert_eq!(check_interval(&snapshot(Some(only_a)), short, backoff), short);
     }
 
     #[test]

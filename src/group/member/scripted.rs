@@ -175,7 +175,8 @@ fn joined(s: &Script, m: &mut GroupMember) {
         [GroupEvent::Assigned {
             generation: 1,
             partitions: tps(&[0, 1]),
-            rebalanced: None,
+            // A follower: a dynamic one's generation is always new, a static one cannot tell.
+            rebalanced: (!m.is_static()).then_some(true),
         }]
     );
     poll_until(m, "a first heartbeat", |_| !heartbeats(s).is_empty());
@@ -588,7 +589,7 @@ fn the_leader_syncs_the_assignment_its_assignor_computed() {
         [GroupEvent::Assigned {
             generation: 1,
             partitions: tps(&[0, 1]),
-            rebalanced: None,
+            rebalanced: Some(true),
         }]
     );
     // The leader looked the subscribed topic up for it.
@@ -645,7 +646,8 @@ fn a_restarted_leader_skips_the_assignment(kept: [&[i32]; 2]) -> (Script, GroupM
         [GroupEvent::Assigned {
             generation: 4,
             partitions: tps(kept[0]),
-            rebalanced: None,
+            // KIP-814: told to skip the assignment, so it took its generation back over.
+            rebalanced: Some(false),
         }]
     );
     assert!(synced(&s, 0).is_empty(), "a leader told to skip assigned");
@@ -812,4 +814,172 @@ fn a_leaders_metadata_lookup_ends_with_the_calls_time() {
     // The member goes on and assigns once the broker answers.
     poll_until(&mut m, "the assignment", stable);
     assert_eq!(synced(&s, 0)["m-1"], owns(&[0, 1]));
+}
+
+/// A coordinator refusing `session.timeout.ms` (JoinGroup answers INVALID_SESSION_TIMEOUT);
+/// `configs` answers the DescribeConfigs the member then sends, if any. Returns the error.
+fn a_refused_session_timeout(
+    configs: Option<Answer<crate::protocol::messages::DescribeConfigsResponse>>,
+) -> Error {
+    use crate::protocol::messages::DescribeConfigsRequest;
+    let s = script();
+    s.on::<JoinGroupRequest>(|_, _| {
+        Answer::Reply(JoinGroupResponse {
+            error_code: KafkaCode::InvalidSessionTimeout.code(),
+            ..Default::default()
+        })
+    });
+    if let Some(a) = configs {
+        s.push::<DescribeConfigsRequest>(a);
+    }
+    let mut m = member(&s, Some("w-1"));
+    let e = m.join(WAIT).unwrap_err();
+    if !s.requests::<DescribeConfigsRequest>().is_empty() {
+        let asked = &s.requests::<DescribeConfigsRequest>()[0].resources[0];
+        // The coordinator's own settings: broker 1.
+        assert_eq!((asked.resource_type, asked.resource_name.as_str()), (4, "1"));
+    }
+    assert_eq!(e.kafka_code(), Some(KafkaCode::InvalidSessionTimeout), "{e}");
+    e
+}
+
+#[test]
+fn an_invalid_session_timeout_names_the_value_and_the_brokers_bounds() {
+    use crate::protocol::messages::describe_configs_response::{
+        DescribeConfigsResourceResult, DescribeConfigsResult,
+    };
+    let config = |name: &str, value: &str| DescribeConfigsResourceResult {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    };
+    let answer = crate::protocol::messages::DescribeConfigsResponse {
+        results: vec![DescribeConfigsResult {
+            resource_type: 4,
+            resource_name: "1".into(),
+            configs: vec![
+                config("group.min.session.timeout.ms", "6000"),
+                config("group.max.session.timeout.ms", "1800000"),
+            ],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let e = a_refused_session_timeout(Some(Answer::Reply(answer)));
+    match &e {
+        Error::InvalidSessionTimeout {
+            group,
+            session_timeout,
+            broker_bounds,
+            bounds_unread,
+        } => {
+            assert_eq!(group, "g");
+            assert_eq!(*session_timeout, SESSION);
+            assert_eq!(
+                *broker_bounds,
+                Some((Duration::from_millis(6000), Duration::from_millis(1_800_000)))
+            );
+            assert_eq!(*bounds_unread, None);
+        }
+        other => panic!("{other}"),
+    }
+    let text = e.to_string();
+    for part in [
+        "session.timeout.ms 1500 ms",
+        "group.min.session.timeout.ms 6000 ms",
+        "group.max.session.timeout.ms 1800000 ms",
+    ] {
+        assert!(text.contains(part), "{text}");
+    }
+}
+
+#[test]
+fn an_invalid_session_timeout_says_when_the_bounds_could_not_be_read() {
+    use crate::protocol::messages::describe_configs_response::DescribeConfigsResult;
+    let denied = crate::protocol::messages::DescribeConfigsResponse {
+        results: vec![DescribeConfigsResult {
+            error_code: KafkaCode::ClusterAuthorizationFailed.code(),
+            resource_type: 4,
+            resource_name: "1".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let e = a_refused_session_timeout(Some(Answer::Reply(denied)));
+    let Error::InvalidSessionTimeout {
+        broker_bounds: None,
+        bounds_unread: Some(why),
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert!(why.contains("CLUSTER_AUTHORIZATION_FAILED"), "{why}");
+    let text = e.to_string();
+    assert!(
+        text.contains("session.timeout.ms 1500 ms") && text.contains("could not be read"),
+        "{text}"
+    );
+}
+
+/// A follower subscribed to `t` and `nope`, which does not exist, with `policy`; joined.
+fn missing_topic_member(s: &Script, policy: crate::group::MissingTopicPolicy) -> GroupMember {
+    follower_group(s);
+    let mut m = client(s)
+        .member("g")
+        .subscribe(["t", "nope"])
+        .session_timeout(SESSION)
+        .heartbeat_interval(INTERVAL)
+        .retry_backoff(20 * MS)
+        .close_timeout(Duration::from_secs(1))
+        .missing_topic_policy(policy)
+        .build()
+        .unwrap();
+    let before = s.requests::<MetadataRequest>().len();
+    let events = m.join(WAIT).unwrap();
+    assert!(matches!(events[..], [GroupEvent::Assigned { .. }]), "{events:?}");
+    // The join itself looked nothing up: the check waits for the next poll.
+    assert_eq!(s.requests::<MetadataRequest>().len(), before);
+    m
+}
+
+#[test]
+fn a_missing_subscribed_topic_is_reported_once_by_a_follower() {
+    let s = script();
+    let mut m = missing_topic_member(&s, crate::group::MissingTopicPolicy::Warn);
+    let events = m.poll(10 * MS).unwrap();
+    assert_eq!(
+        events,
+        [GroupEvent::TopicsMissing {
+            topics: vec!["nope".into()],
+        }]
+    );
+    // Once per generation.
+    let events = poll_for(&mut m, 5 * INTERVAL);
+    assert!(events.is_empty(), "{events:?}");
+    assert!(stable(&m));
+}
+
+#[test]
+fn a_missing_subscribed_topic_is_an_error_with_the_error_policy() {
+    let s = script();
+    let mut m = missing_topic_member(&s, crate::group::MissingTopicPolicy::Error);
+    let e = m.poll(10 * MS).unwrap_err();
+    match &e {
+        Error::TopicsMissing { group, topics } => {
+            assert_eq!(
+                (group.as_str(), topics.as_slice()),
+                ("g", &["nope".to_string()][..])
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        e.to_string().contains("nope") && e.to_string().contains("create"),
+        "{e}"
+    );
+    // The member stays in its group.
+    let events = poll_for(&mut m, 3 * INTERVAL);
+    assert!(events.is_empty(), "{events:?}");
+    assert!(stable(&m));
 }
