@@ -191,6 +191,16 @@ pub enum Error {
         /// What the encoder refused.
         source: RecordsError,
     },
+    /// Records sent since the previous [`Producer::flush`](crate::Producer::flush) failed for
+    /// good (each record's own error is in its [`DeliveryHandle`](crate::DeliveryHandle)):
+    /// how many, and the first failure, shared with those records' handles.
+    /// [`kafka_code`](Error::kafka_code) is the first failure's.
+    Delivery {
+        /// Records that failed since the previous flush.
+        failed: usize,
+        /// The first failure among them.
+        first: std::sync::Arc<Error>,
+    },
     /// No leader is known for a partition a call needs one for (the producer's records, a
     /// ListOffsets): the metadata lists no such partition, or none with a leader.
     NoLeader {
@@ -473,6 +483,9 @@ impl fmt::Display for Error {
                 f.write_str(" and auto.offset.reset is none; seek these partitions")
             }
             Error::NotAssigned(tp) => write!(f, "partition {tp} is not assigned to this consumer"),
+            Error::Delivery { failed, first } => {
+                write!(f, "{failed} record(s) were not delivered; the first failure: {first}")
+            }
             Error::Closed => f.write_str("closed"),
             Error::Wakeup => f.write_str("woken up by WakeupHandle::wakeup"),
             Error::Authentication { mechanism, message } => {
@@ -502,6 +515,7 @@ impl std::error::Error for Error {
             Error::ReconnectBackoff { last: Some(last), .. } => Some(last.as_ref()),
             Error::Tls { source, .. } => Some(source.as_ref()),
             Error::TokenProvider { source } => Some(source.as_ref()),
+            Error::Delivery { first, .. } => Some(first.as_ref()),
             _ => None,
         }
     }
@@ -601,11 +615,13 @@ impl Error {
         }
     }
 
-    /// The Kafka error code, for broker errors (including authorization failures).
+    /// The Kafka error code, for broker errors (including authorization failures; for
+    /// [`Error::Delivery`], its first failure's).
     pub fn kafka_code(&self) -> Option<KafkaCode> {
         match self {
             Error::Kafka { code, .. } | Error::Authorization { code, .. } => Some(*code),
             Error::InvalidSessionTimeout { .. } => Some(KafkaCode::InvalidSessionTimeout),
+            Error::Delivery { first, .. } => first.kafka_code(),
             _ => None,
         }
     }

@@ -108,7 +108,7 @@ pub use group::{
 };
 pub use net::sasl;
 pub use net::{EndpointIdentification, SecurityProtocol};
-pub use producer::{Acks, Producer, ProducerBuilder, ProducerRecord};
+pub use producer::{Acks, DeliveryHandle, Producer, ProducerBuilder, ProducerRecord, RecordMetadata};
 // Protocol and record types that public signatures and `Error` variants carry.
 pub use protocol::{ApiKey, DecodeError, EncodeError, Uuid, VersionRange};
 pub use records::{Compression, RecordsError};

@@ -2,6 +2,7 @@
 //! sticky partition for keyless records (KIP-480), leaders from metadata, and the plan of which
 //! front batches to send to which broker. Pure, tested without a broker.
 
+use super::delivery::{BatchDelivery, DeliveryHandle};
 use super::partitioner::key_partition;
 use super::record::ProducerRecord;
 use super::request::LastError;
@@ -14,6 +15,7 @@ use crate::records::{self, Compression, NewRecord};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A record batch's header (magic 2).
@@ -34,11 +36,15 @@ pub(super) struct Batch {
     /// The encoded batch and its magic, kept so a retry sends exactly the same bytes.
     pub(super) encoded: Option<(i8, Bytes)>,
     pub(super) last_error: Option<LastError>,
+    /// The result its records' [`DeliveryHandle`]s share; settled when the batch is
+    /// acknowledged or fails for good.
+    pub(super) delivery: Arc<BatchDelivery>,
 }
 
 impl Batch {
-    pub(super) fn new(now: Instant) -> Self {
+    pub(super) fn new(partition: TopicPartition, now: Instant) -> Self {
         Batch {
+            delivery: BatchDelivery::new(partition),
             records: Vec::new(),
             bytes: BATCH_OVERHEAD,
             created: now,
@@ -52,6 +58,16 @@ impl Batch {
 
     pub(super) fn has_headers(&self) -> bool {
         self.records.iter().any(|r| !r.headers.is_empty())
+    }
+}
+
+impl Drop for Batch {
+    /// A batch dropped unsettled (the producer dropped with records pending) tells its records'
+    /// handles so, rather than leaving them pending for ever.
+    fn drop(&mut self) {
+        if !self.delivery.is_settled() {
+            self.delivery.failed(Arc::new(Error::Closed));
+        }
     }
 }
 
@@ -128,9 +144,14 @@ impl Accumulator {
         apply_topic(state, t, meta);
     }
 
-    /// Appends `r` to its partition's open batch; returns the partition and whether a batch
-    /// was closed (so a request is due).
-    pub(super) fn append(&mut self, r: ProducerRecord, size: usize, now: Instant) -> Result<(i32, bool)> {
+    /// Appends `r` to its partition's open batch; returns the partition, whether a batch was
+    /// closed (so a request is due) and the record's handle.
+    pub(super) fn append(
+        &mut self,
+        r: ProducerRecord,
+        size: usize,
+        now: Instant,
+    ) -> Result<(i32, bool, DeliveryHandle)> {
         let t = self.topics.get_mut(&r.topic).ok_or_else(|| Error::Kafka {
             api: ApiKey::Metadata,
             code: KafkaCode::UnknownTopicOrPartition,
@@ -185,16 +206,19 @@ impl Accumulator {
                     b.closed = true;
                     closed = true;
                 }
-                queue.push_back(Batch::new(now));
+                queue.push_back(Batch::new(TopicPartition::new(r.topic.as_str(), p), now));
                 queue.back_mut().ok_or(Error::Closed)?
             }
         };
         open.bytes += size;
+        let timestamp = r.timestamp.unwrap_or_else(records::now_ms);
+        // A batch holds at most i32::MAX records on the wire, far below what memory allows.
+        let handle = open.delivery.handle(open.records.len() as u32, timestamp);
         open.records.push(NewRecord {
             key: r.key,
             value: r.value,
             headers: r.headers,
-            timestamp: Some(r.timestamp.unwrap_or_else(records::now_ms)),
+            timestamp: Some(timestamp),
         });
         if open.bytes >= self.batch_limit {
             open.closed = true;
@@ -204,7 +228,7 @@ impl Accumulator {
             }
         }
         self.pending += 1;
-        Ok((p, closed))
+        Ok((p, closed, handle))
     }
 
     pub(super) fn has_closed(&self) -> bool {
@@ -459,7 +483,8 @@ mod tests {
 
     fn append(acc: &mut Accumulator, r: ProducerRecord) -> (i32, bool) {
         let size = r.size();
-        acc.append(r, size, Instant::now()).unwrap()
+        let (p, closed, _) = acc.append(r, size, Instant::now()).unwrap();
+        (p, closed)
     }
 
     #[test]

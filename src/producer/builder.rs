@@ -118,7 +118,8 @@ impl ProducerBuilder {
             broker_timeout_ms: broker_timeout.as_millis().min(i32::MAX as u128) as i32,
             client: self.client,
             config: self.config,
-            acked: Vec::new(),
+            failed: 0,
+            first_failure: None,
             metadata_at: None,
             oldest: None,
         })

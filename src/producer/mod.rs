@@ -3,6 +3,7 @@
 //! Inside, one file a job: `record` ([`ProducerRecord`], [`Acks`]), `partitioner` (murmur2),
 //! `config` and `builder` (settings, checked before any network call), `accumulator` (pending
 //! batches per partition, sticky partitions, the plan of what goes to which leader; pure),
+//! `delivery` (each record's [`DeliveryHandle`], one shared result per batch),
 //! `request` (Produce requests packed below `max.request.size` and answers read per
 //! partition; pure), `sender` (each leader's requests on the network). This file ties them
 //! together: send, flush, retries.
@@ -10,12 +11,14 @@
 mod accumulator;
 mod builder;
 mod config;
+mod delivery;
 mod partitioner;
 mod record;
 mod request;
 mod sender;
 
 pub use builder::ProducerBuilder;
+pub use delivery::{DeliveryHandle, RecordMetadata};
 pub use partitioner::key_partition;
 pub use record::{Acks, ProducerRecord};
 use request::magic_for;
@@ -28,11 +31,13 @@ use crate::net::versions::BrokerVersions;
 use crate::protocol::ApiKey;
 use crate::retry::{retry_or_last, Backoff, Step};
 use crate::KafkaCode;
+use accumulator::Batch;
 use accumulator::{Accumulator, Plan};
 use bytes::Bytes;
 use config::{ProducerConfig, SINGLE_BATCH_OVERHEAD};
 use request::{outcomes, pack, produce_error, LastError, Outcome};
 use sender::{Sent, Work};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 impl Client {
@@ -72,6 +77,14 @@ type Prepared = (
 /// is at least once: a batch whose acknowledgement was lost is sent again (idempotence, which
 /// needs InitProducerId, is not implemented).
 ///
+/// Each record's result comes back on its own: `send` returns a [`DeliveryHandle`] (Java's
+/// `Future<RecordMetadata>`, librdkafka's per-message delivery report), which gives the
+/// record's partition, offset and timestamp ([`RecordMetadata`]) once its batch is
+/// acknowledged, or the error its batch failed with for good. Every record sent before a
+/// `flush` has its result when `flush` returns, and `flush` returns an error
+/// ([`Error::Delivery`]) when any record since the previous `flush` failed, so no failure
+/// goes unnoticed by a caller that keeps no handles.
+///
 /// Brokers before 0.11 (Produce below v3) get legacy message sets: magic 1 for Produce v2,
 /// magic 0 for v0 and v1; record headers need Produce v3 and zstd Produce v7.
 ///
@@ -81,9 +94,11 @@ type Prepared = (
 ///
 /// let client = Client::builder().bootstrap_servers("localhost:9092").build()?;
 /// let mut producer = client.producer().acks(Acks::All).build()?;
-/// producer.send(ProducerRecord::new("events", "hello").key("user-1"))?;
-/// for (tp, offset) in producer.flush()? {
-///     println!("{}-{} starts at {offset}", tp.topic, tp.partition);
+/// let handle = producer.send(ProducerRecord::new("events", "hello").key("user-1"))?;
+/// producer.flush()?;
+/// // flush returned Ok: every record sent before it was written.
+/// if let Some(Ok(written)) = handle.try_result() {
+///     println!("{}-{} at offset {:?}", written.topic, written.partition, written.offset);
 /// }
 /// # Ok::<(), kafka_group::Error>(())
 /// ```
@@ -95,8 +110,10 @@ pub struct Producer {
     retry_backoff: Duration,
     acc: Accumulator,
     broker_timeout_ms: i32,
-    /// Base offsets acknowledged since the last `flush` returned them.
-    acked: Vec<(TopicPartition, i64)>,
+    /// Records that failed for good since the last `flush` reported them, and the first
+    /// error among them.
+    failed: usize,
+    first_failure: Option<Arc<Error>>,
     metadata_at: Option<Instant>,
     /// Creation time of the oldest pending batch (for `linger.ms`), maybe earlier than true.
     oldest: Option<Instant>,
@@ -113,13 +130,20 @@ impl Producer {
         self.acc.pending
     }
 
-    /// Appends `record` to its partition's batch. Blocks only to fetch a topic's metadata the
-    /// first time (up to `max.block.ms`) and, when a batch becomes full (or `linger.ms` has
-    /// passed), to send batches and wait for their acknowledgements, with retries.
+    /// Appends `record` to its partition's batch and returns its [`DeliveryHandle`] (Java's
+    /// `KafkaProducer::send` returning a `Future<RecordMetadata>`; rdkafka's `send_result`).
+    /// Blocks only to fetch a topic's metadata the first time (up to `max.block.ms`) and, when
+    /// a batch becomes full (or `linger.ms` has passed), to send batches and wait for their
+    /// acknowledgements, with retries; what becomes of those batches goes to their records'
+    /// handles (and to the next [`flush`](Self::flush)), never to this call.
     ///
-    /// An error from those sends reports a batch that failed for good; its records (which may
-    /// include this one) are dropped, the rest stay pending.
-    pub fn send(&mut self, record: ProducerRecord) -> Result<()> {
+    /// An error means this record was refused before it was queued (nothing of it is sent and
+    /// it has no handle): a topic name Kafka cannot have, a record larger than
+    /// `max.request.size` ([`Error::RecordTooLarge`]), a partition the topic does not have, or
+    /// a topic whose metadata did not come within `max.block.ms` (it does not exist, or the
+    /// principal may not describe it: [`Error::Authorization`] from Metadata). Java reports
+    /// these through the future; rdkafka, like this call, at once.
+    pub fn send(&mut self, record: ProducerRecord) -> Result<DeliveryHandle> {
         let size = record.size();
         if size + SINGLE_BATCH_OVERHEAD > self.config.max_request_size {
             return Err(Error::RecordTooLarge {
@@ -136,43 +160,54 @@ impl Producer {
             self.add_topic(&record.topic)?;
         }
         let now = Instant::now();
-        let (_, closed) = self.acc.append(record, size, now)?;
+        let (_, closed, handle) = self.acc.append(record, size, now)?;
         if self.oldest.is_none() {
             self.oldest = Some(now);
         }
         if closed {
-            self.ship(true)?;
+            self.ship(true);
         } else if !self.config.linger.is_zero()
             && self
                 .oldest
                 .is_some_and(|o| now.saturating_duration_since(o) >= self.config.linger)
         {
-            self.ship(false)?;
+            self.ship(false);
         }
-        Ok(())
+        Ok(handle)
     }
 
-    /// [`send`](Self::send)s each record in turn, stopping at the first error.
-    pub fn send_many(&mut self, records: impl IntoIterator<Item = ProducerRecord>) -> Result<()> {
-        records.into_iter().try_for_each(|r| self.send(r))
+    /// [`send`](Self::send)s each record in turn, stopping at the first refused; the handles
+    /// of those queued, in order.
+    pub fn send_many(
+        &mut self,
+        records: impl IntoIterator<Item = ProducerRecord>,
+    ) -> Result<Vec<DeliveryHandle>> {
+        records.into_iter().map(|r| self.send(r)).collect()
     }
 
     /// Sends every pending batch, one ProduceRequest per leader broker at a time, and waits for
-    /// the acknowledgements, retrying as configured. Returns the base offset of every batch
-    /// acknowledged since the last `flush` (including batches a full `batch.size` sent during
-    /// `send`), in acknowledgement order; nothing with `acks=0`.
+    /// the acknowledgements, retrying as configured (Java's `KafkaProducer::flush`, rdkafka's
+    /// `flush`). When it returns, every record sent before it has its result in its
+    /// [`DeliveryHandle`].
     ///
-    /// On error (the first batch that failed for good), the other batches have still been
-    /// sent; their offsets are returned by the next `flush`.
-    pub fn flush(&mut self) -> Result<Vec<(TopicPartition, i64)>> {
-        self.ship(false)?;
-        Ok(std::mem::take(&mut self.acked))
+    /// Returns [`Error::Delivery`] when any record since the previous `flush` failed for good
+    /// (including records of batches that a full `batch.size` sent during `send`): how many,
+    /// and the first error; each record's own error is in its handle. The other batches have
+    /// been sent all the same.
+    pub fn flush(&mut self) -> Result<()> {
+        self.ship(false);
+        match self.first_failure.take() {
+            Some(first) => Err(Error::Delivery {
+                failed: std::mem::take(&mut self.failed),
+                first,
+            }),
+            None => Ok(()),
+        }
     }
 
-    /// Flushes and drops the producer (the client and its connections stay). Use `flush`
-    /// first for the offsets.
+    /// Flushes and drops the producer (the client and its connections stay).
     pub fn close(mut self) -> Result<()> {
-        self.flush().map(|_| ())
+        self.flush()
     }
 
     /// Fetches a topic's metadata, waiting up to `max.block.ms` for it to exist with leaders.
@@ -242,9 +277,8 @@ impl Producer {
     }
 
     /// Sends batches until none is left (a flush) or, with `only_closed`, until no closed batch
-    /// is left. Returns the first error a batch failed with, after all the others are done.
-    fn ship(&mut self, only_closed: bool) -> Result<()> {
-        let mut first: Option<Error> = None;
+    /// is left. Each batch's result goes to its handles; failures are also counted for `flush`.
+    fn ship(&mut self, only_closed: bool) {
         loop {
             if !self
                 .metadata_at
@@ -253,7 +287,7 @@ impl Producer {
                 self.refresh();
             }
             let now = Instant::now();
-            for (tp, b) in self.acc.expire(self.config.delivery_timeout, now) {
+            for (tp, mut b) in self.acc.expire(self.config.delivery_timeout, now) {
                 let what = format!(
                     "Produce of {} record(s) to {tp}: delivery.timeout.ms ({} ms) passed after {} attempt(s)",
                     b.records.len(),
@@ -262,8 +296,9 @@ impl Producer {
                 );
                 let last = b
                     .last_error
+                    .take()
                     .unwrap_or_else(|| LastError::Other("never acknowledged".into()));
-                note_failure(last.into_timeout(what), &mut first);
+                self.fail(&b, &failure(last.into_timeout(what)));
             }
             if only_closed && !self.acc.has_closed() {
                 break;
@@ -292,12 +327,14 @@ impl Producer {
             }
             let (works, refused, unreachable) = self.prepare(plan);
             for (tps, e) in refused {
+                let e = failure(e);
                 for tp in &tps {
-                    self.acc.pop(tp);
+                    if let Some(b) = self.acc.pop(tp) {
+                        self.fail(&b, &e);
+                    }
                 }
-                note_failure(e, &mut first);
                 for tp in tps.iter().skip(1) {
-                    log::warn!("producer: {tp}: dropped for the same reason");
+                    log::warn!("producer: {tp}: failed for the same reason");
                 }
             }
             let mut refresh = leaderless;
@@ -308,7 +345,6 @@ impl Producer {
                         refresh: true,
                         error: why,
                     },
-                    &mut first,
                 );
             }
             for sent in sender::execute(&self.client, self.config.acks, works) {
@@ -322,7 +358,6 @@ impl Producer {
                                     refresh: true,
                                     error: why.clone(),
                                 },
-                                &mut first,
                             );
                         }
                         continue;
@@ -334,12 +369,19 @@ impl Producer {
                             log::debug!("producer: throttled for {} ms", resp.throttle_time_ms);
                         }
                         for (tp, o) in tps.iter().zip(outcomes(&resp, &tps)) {
-                            refresh |= self.settle(tp, o, &mut first);
+                            refresh |= self.settle(tp, o);
                         }
                     }
                     Ok(None) => {
+                        // acks=0: written, as far as anyone will know, at no known offset.
                         for tp in &tps {
-                            self.settle(tp, Outcome::Acked(-1), &mut first);
+                            self.settle(
+                                tp,
+                                Outcome::Acked {
+                                    base_offset: -1,
+                                    log_append_time: -1,
+                                },
+                            );
                         }
                     }
                     Err(e) if e.is_unreachable() => {
@@ -350,17 +392,18 @@ impl Producer {
                                     refresh: true,
                                     error: LastError::of(&e),
                                 },
-                                &mut first,
                             );
                         }
                     }
                     Err(e) => {
                         // Not about one partition (an unsupported version, an encoding
                         // error): every batch of the request fails with it.
+                        let e = failure(e);
                         for tp in &tps {
-                            self.acc.pop(tp);
+                            if let Some(b) = self.acc.pop(tp) {
+                                self.fail(&b, &e);
+                            }
                         }
-                        note_failure(e, &mut first);
                     }
                 }
             }
@@ -369,21 +412,34 @@ impl Producer {
             }
         }
         self.oldest = self.acc.oldest();
-        first.map_or(Ok(()), Err)
+    }
+
+    /// Settles a batch that failed for good: its records' handles get `e`, and `flush` will
+    /// report it.
+    fn fail(&mut self, b: &Batch, e: &Arc<Error>) {
+        b.delivery.failed(Arc::clone(e));
+        self.failed += b.records.len();
+        if self.first_failure.is_none() {
+            self.first_failure = Some(Arc::clone(e));
+        }
     }
 
     /// Applies one partition's outcome; returns whether the metadata should be refreshed.
-    fn settle(&mut self, tp: &TopicPartition, outcome: Outcome, first: &mut Option<Error>) -> bool {
+    fn settle(&mut self, tp: &TopicPartition, outcome: Outcome) -> bool {
         match outcome {
-            Outcome::Acked(base) => {
-                if self.acc.pop(tp).is_some() && base >= 0 {
-                    self.acked.push((tp.clone(), base));
+            Outcome::Acked {
+                base_offset,
+                log_append_time,
+            } => {
+                if let Some(b) = self.acc.pop(tp) {
+                    b.delivery.acked(base_offset, log_append_time);
                 }
                 false
             }
             Outcome::Failed(e) => {
-                self.acc.pop(tp);
-                note_failure(e, first);
+                if let Some(b) = self.acc.pop(tp) {
+                    self.fail(&b, &failure(e));
+                }
                 false
             }
             Outcome::Retry { refresh, error } => {
@@ -402,8 +458,9 @@ impl Producer {
                             "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed)"
                         )),
                     };
-                    self.acc.pop(tp);
-                    note_failure(e, first);
+                    if let Some(b) = self.acc.pop(tp) {
+                        self.fail(&b, &failure(e));
+                    }
                     return false;
                 }
                 b.retry_at = Some(crate::deadline::after(backoff));
@@ -480,12 +537,11 @@ impl Drop for Producer {
     }
 }
 
-/// Logs a batch's final failure and keeps it if it is the first.
-fn note_failure(e: Error, first: &mut Option<Error>) {
+/// Logs a final failure (once, whatever the number of batches it fails) and makes it
+/// shareable by their handles.
+fn failure(e: Error) -> Arc<Error> {
     log::warn!("producer: {e}");
-    if first.is_none() {
-        *first = Some(e);
-    }
+    Arc::new(e)
 }
 
 #[cfg(test)]
@@ -502,15 +558,17 @@ mod tests {
             .producer()
     }
 
-    #[test]
-    fn a_produce_that_keeps_losing_its_connection_fails_with_the_io_error_as_its_cause() {
-        use crate::net::script::{Answer, Script};
-        use crate::protocol::messages::metadata_response::{
-            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-        };
-        use crate::protocol::messages::{MetadataRequest, MetadataResponse, ProduceRequest};
+    use crate::net::script::{Answer, Script};
+    use crate::protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use crate::protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    use crate::protocol::messages::{MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse};
+
+    /// A scripted broker 0 leading every partition of topic `t`, which has `partitions`.
+    fn script_with_topic(partitions: i32) -> Script {
         let script = Script::new();
-        script.on::<MetadataRequest>(|_, _| {
+        script.on::<MetadataRequest>(move |_, _| {
             Answer::Reply(MetadataResponse {
                 brokers: vec![MetadataResponseBroker {
                     node_id: 0,
@@ -520,31 +578,154 @@ mod tests {
                 }],
                 topics: vec![MetadataResponseTopic {
                     name: Some("t".into()),
-                    partitions: vec![MetadataResponsePartition {
-                        partition_index: 0,
-                        leader_id: 0,
-                        ..Default::default()
-                    }],
+                    partitions: (0..partitions)
+                        .map(|p| MetadataResponsePartition {
+                            partition_index: p,
+                            leader_id: 0,
+                            ..Default::default()
+                        })
+                        .collect(),
                     ..Default::default()
                 }],
                 ..Default::default()
             })
         });
-        script.on::<ProduceRequest>(|_, _| Answer::Fail(std::io::ErrorKind::ConnectionReset));
-        let client = script
+        script
+    }
+
+    fn scripted_client(script: &Script) -> Client {
+        script
             .client(
                 Client::builder()
                     .bootstrap_servers("b0:9092")
                     .reconnect_backoff(Duration::from_millis(1))
                     .retry_backoff(Duration::from_millis(1)),
             )
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Partition 0 is written at offset 100 (LogAppendTime 5555), partition 1 refuses its
+    /// batch with MESSAGE_TOO_LARGE.
+    fn answer_p0_written_p1_too_large(req: &ProduceRequest) -> ProduceResponse {
+        let responses = req
+            .topic_data
+            .iter()
+            .map(|t| TopicProduceResponse {
+                name: t.name.clone(),
+                partition_responses: t
+                    .partition_data
+                    .iter()
+                    .map(|p| PartitionProduceResponse {
+                        index: p.index,
+                        error_code: if p.index == 1 {
+                            KafkaCode::MessageTooLarge.code()
+                        } else {
+                            0
+                        },
+                        base_offset: if p.index == 1 { -1 } else { 100 },
+                        log_append_time_ms: if p.index == 1 { -1 } else { 5555 },
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        ProduceResponse {
+            responses,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_record_gets_its_offset_or_its_batchs_error_and_flush_counts_the_failures() {
+        let script = script_with_topic(2);
+        script.on::<ProduceRequest>(|req, _| Answer::Reply(answer_p0_written_p1_too_large(req)));
+        let client = scripted_client(&script);
+        let mut p = client.producer().build().unwrap();
+        let to = |partition| ProducerRecord::new("t", "v").partition(partition).timestamp(7);
+        let ok: Vec<DeliveryHandle> = (0..3).map(|_| p.send(to(0)).unwrap()).collect();
+        let bad: Vec<DeliveryHandle> = p.send_many([to(1), to(1)]).unwrap();
+        assert!(ok.iter().chain(&bad).all(|h| !h.is_done()), "nothing sent yet");
+        assert_eq!(bad[0].topic_partition(), &TopicPartition::new("t", 1));
+        let first = match p.flush() {
+            Err(Error::Delivery { failed: 2, first }) => first,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(first.kafka_code(), Some(KafkaCode::MessageTooLarge));
+        for (i, h) in ok.iter().enumerate() {
+            let m = h.try_result().expect("done after flush").unwrap();
+            assert_eq!((m.topic.as_str(), m.partition), ("t", 0));
+            assert_eq!(m.offset, Some(100 + i as i64));
+            assert_eq!((m.timestamp, m.log_append_time), (5555, true));
+        }
+        for h in &bad {
+            let e = h.try_result().expect("done after flush").unwrap_err();
+            assert!(Arc::ptr_eq(&e, &first), "one error shared by the batch: {e}");
+            assert!(e.to_string().contains("t-1"), "{e}");
+        }
+        // Reported once: the next flush has nothing to report.
+        p.send(to(0)).unwrap();
+        p.flush().unwrap();
+    }
+
+    #[test]
+    fn a_failure_while_send_ships_full_batches_reaches_the_handle_and_the_next_flush() {
+        let script = script_with_topic(2);
+        script.on::<ProduceRequest>(|req, _| Answer::Reply(answer_p0_written_p1_too_large(req)));
+        let client = scripted_client(&script);
+        // batch.size 0: every record fills its batch, so send itself sends it.
+        let mut p = client.producer().batch_size(0).build().unwrap();
+        let bad = p.send(ProducerRecord::new("t", "v").partition(1)).unwrap();
+        assert!(bad.is_done(), "sent during send");
+        let good = p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        assert_eq!(good.try_result().unwrap().unwrap().offset, Some(100));
+        let e = bad.try_result().unwrap().unwrap_err();
+        assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge));
+        match p.flush() {
+            Err(Error::Delivery { failed: 1, first }) => assert!(Arc::ptr_eq(&first, &e)),
+            other => panic!("not reported by flush: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn acks_0_gives_records_without_offsets() {
+        let script = script_with_topic(1);
+        // No answer is read for acks=0.
+        script.on::<ProduceRequest>(|_, _| Answer::Silence);
+        let client = scripted_client(&script);
+        let mut p = client.producer().acks(Acks::None).build().unwrap();
+        let h = p.send(ProducerRecord::new("t", "v").timestamp(42)).unwrap();
+        p.flush().unwrap();
+        let m = h.try_result().unwrap().unwrap();
+        assert_eq!((m.partition, m.offset, m.timestamp), (0, None, 42));
+        assert!(!m.log_append_time);
+    }
+
+    #[test]
+    fn records_of_a_dropped_producer_are_closed_not_pending_for_ever() {
+        let script = script_with_topic(1);
+        let client = scripted_client(&script);
+        let mut p = client.producer().build().unwrap();
+        let h = p.send(ProducerRecord::new("t", "v")).unwrap();
+        assert!(!h.is_done());
+        drop(p);
+        assert!(matches!(*h.try_result().unwrap().unwrap_err(), Error::Closed));
+    }
+
+    #[test]
+    fn a_produce_that_keeps_losing_its_connection_fails_with_the_io_error_as_its_cause() {
+        let script = script_with_topic(1);
+        script.on::<ProduceRequest>(|_, _| Answer::Fail(std::io::ErrorKind::ConnectionReset));
+        let client = scripted_client(&script);
         let mut p = client.producer().retries(2).build().unwrap();
-        p.send(ProducerRecord::new("t", b"v".to_vec()).partition(0))
+        let h = p
+            .send(ProducerRecord::new("t", b"v".to_vec()).partition(0))
             .unwrap();
-        let e = p.flush().unwrap_err();
+        let flushed = p.flush().unwrap_err();
+        assert!(flushed.to_string().contains("3 attempt(s) failed"), "{flushed}");
+        let e = h.try_result().unwrap().unwrap_err();
         assert!(e.to_string().contains("3 attempt(s) failed"), "{e}");
-        let source = std::error::Error::source(&e).expect("the lost connection is the cause");
+        let source = std::error::Error::source(&*e).expect("the lost connection is the cause");
         match source.downcast_ref::<Error>() {
             Some(Error::Io { addr, source }) => {
                 assert_eq!(addr, "b0:9092");
@@ -556,8 +737,6 @@ mod tests {
 
     #[test]
     fn waiting_for_a_topics_metadata_ends_at_max_block_ms() {
-        use crate::net::script::{Answer, Script};
-        use crate::protocol::messages::{MetadataRequest, MetadataResponse};
         let script = Script::new();
         script.on::<MetadataRequest>(|_, _| Answer::<MetadataResponse>::Silence);
         let client = script

@@ -145,8 +145,9 @@ pub(super) fn pack(
 /// What became of one partition's batch.
 #[derive(Debug)]
 pub(super) enum Outcome {
-    /// Written at this base offset (-1 when unknown, as with `acks=0`).
-    Acked(i64),
+    /// Written at this base offset (-1 when unknown, as with `acks=0`), at the broker's
+    /// log-append time (-1 unless the topic uses LogAppendTime).
+    Acked { base_offset: i64, log_append_time: i64 },
     /// Worth another attempt; `refresh` when the metadata is probably stale.
     Retry { refresh: bool, error: LastError },
     /// Failed for good.
@@ -163,15 +164,21 @@ pub(super) fn produce_error(tp: &TopicPartition, code: KafkaCode, message: Optio
     )
 }
 
+/// A partition's base offset and log-append time, as its answer gives them.
+type Written = (i64, i64);
+
 /// One partition's answer as an [`Outcome`].
 pub(super) fn classify(
     tp: &TopicPartition,
     code: KafkaCode,
-    base_offset: i64,
+    (base_offset, log_append_time): Written,
     message: Option<String>,
 ) -> Outcome {
     match code {
-        KafkaCode::None => Outcome::Acked(base_offset),
+        KafkaCode::None => Outcome::Acked {
+            base_offset,
+            log_append_time,
+        },
         // The error table marks NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE and
         // UNKNOWN_TOPIC_OR_PARTITION (among others) retriable with a metadata refresh.
         c if c.is_retriable() => Outcome::Retry {
@@ -185,7 +192,7 @@ pub(super) fn classify(
 /// Matches a response to the partitions sent, in the order sent. A partition the response
 /// leaves out is retried: its batch may or may not have been written.
 pub(super) fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<Outcome> {
-    let mut answers: HashMap<(&str, i32), (KafkaCode, i64, Option<String>)> = HashMap::new();
+    let mut answers: HashMap<(&str, i32), (KafkaCode, Written, Option<String>)> = HashMap::new();
     for t in &resp.responses {
         for p in &t.partition_responses {
             let mut message = p.error_message.as_ref().map(String::from);
@@ -200,13 +207,17 @@ pub(super) fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<O
             }
             answers.insert(
                 (t.name.as_str(), p.index),
-                (KafkaCode::from_code(p.error_code), p.base_offset, message),
+                (
+                    KafkaCode::from_code(p.error_code),
+                    (p.base_offset, p.log_append_time_ms),
+                    message,
+                ),
             );
         }
     }
     sent.iter()
         .map(|tp| match answers.remove(&(tp.topic.as_str(), tp.partition)) {
-            Some((code, base, message)) => classify(tp, code, base, message),
+            Some((code, written, message)) => classify(tp, code, written, message),
             None => Outcome::Retry {
                 refresh: false,
                 error: LastError::Other("the broker's Produce response left this partition out".into()),
@@ -340,7 +351,16 @@ mod tests {
             ("t", 3, KafkaCode::UnknownTopicOrPartition, -1),
         ]);
         let o = outcomes(&resp, &sent);
-        assert!(matches!(o[0], Outcome::Acked(42)), "{o:?}");
+        assert!(
+            matches!(
+                o[0],
+                Outcome::Acked {
+                    base_offset: 42,
+                    log_append_time: -1
+                }
+            ),
+            "{o:?}"
+        );
         assert!(matches!(o[1], Outcome::Retry { refresh: true, .. }), "{o:?}");
         assert!(matches!(o[2], Outcome::Retry { refresh: false, .. }), "{o:?}");
         assert!(matches!(o[3], Outcome::Retry { refresh: true, .. }), "{o:?}");
@@ -359,11 +379,11 @@ mod tests {
             KafkaCode::KafkaStorageError,
         ] {
             assert!(
-                matches!(classify(&sent[0], code, -1, None), Outcome::Retry { .. }),
+                matches!(classify(&sent[0], code, (-1, -1), None), Outcome::Retry { .. }),
                 "{code}"
             );
         }
-        match classify(&sent[0], KafkaCode::TopicAuthorizationFailed, -1, None) {
+        match classify(&sent[0], KafkaCode::TopicAuthorizationFailed, (-1, -1), None) {
             Outcome::Failed(Error::Authorization {
                 api: ApiKey::Produce,
                 resource: crate::Resource::Topic(t),
@@ -377,7 +397,7 @@ mod tests {
             KafkaCode::RecordListTooLarge,
         ] {
             assert!(
-                matches!(classify(&sent[0], code, -1, None), Outcome::Failed(_)),
+                matches!(classify(&sent[0], code, (-1, -1), None), Outcome::Failed(_)),
                 "{code}"
             );
         }

@@ -91,21 +91,22 @@ fn topics() -> &'static Topics {
 
 /// Asserts that `result` is the authorization error of `api` for `resource` with `code`,
 /// returned within [`API_TIMEOUT`] of `started`, and that its message names the resource.
-fn assert_denied<T: std::fmt::Debug>(
+/// `E` is an [`Error`] or the `Arc<Error>` of a producer's delivery handle.
+fn assert_denied<T: std::fmt::Debug, E: std::borrow::Borrow<Error> + std::fmt::Display>(
     what: &str,
     started: Instant,
-    result: Result<T, Error>,
+    result: Result<T, E>,
     api: ApiKey,
     code: KafkaCode,
     resource: Resource,
-) -> Error {
+) -> E {
     let took = started.elapsed();
     let e = match result {
         Ok(v) => panic!("{what}: succeeded after {took:?}: {v:?}"),
         Err(e) => e,
     };
     eprintln!("{what}: {took:?}: {e}");
-    match &e {
+    match e.borrow() {
         Error::Authorization {
             api: a,
             code: c,
@@ -116,7 +117,7 @@ fn assert_denied<T: std::fmt::Debug>(
         }
         other => panic!("{what}: not an authorization error after {took:?}: {other:?}"),
     }
-    assert_eq!(e.kafka_code(), Some(code), "{what}");
+    assert_eq!(e.borrow().kafka_code(), Some(code), "{what}");
     assert!(e.to_string().contains(&resource.to_string()), "{what}: {e}");
     assert!(took < API_TIMEOUT, "{what}: returned only after {took:?}: {e}");
     e
@@ -488,18 +489,25 @@ fn bob_fetching_a_topic_he_may_only_describe_is_denied_on_fetch() {
 }
 
 /// A topic bob may describe but not write: the record is accepted into a batch, the
-/// broker's Produce answer denies it, and flush says so.
+/// broker's Produce answer denies it, the record's handle has the denial and flush says so.
 #[test]
 fn bob_producing_to_a_topic_he_may_only_describe_is_denied_on_produce() {
     let t = topics();
     let client = bob();
     let mut p = client.producer().build().unwrap();
     let started = Instant::now();
-    let result = p
-        .send(ProducerRecord::new(t.peek.as_str(), "v"))
-        .and_then(|()| p.flush());
+    let handle = p.send(ProducerRecord::new(t.peek.as_str(), "v")).unwrap();
+    match p.flush() {
+        Err(Error::Delivery { failed: 1, first }) => {
+            assert_eq!(first.kafka_code(), Some(KafkaCode::TopicAuthorizationFailed))
+        }
+        other => panic!("flush: {other:?}"),
+    }
+    let result = handle
+        .try_result()
+        .expect("every record has its result after flush");
     let e = assert_denied(
-        "send and flush",
+        "the record's handle",
         started,
         result,
         ApiKey::Produce,
@@ -508,6 +516,36 @@ fn bob_producing_to_a_topic_he_may_only_describe_is_denied_on_produce() {
     );
     assert!(e.to_string().contains("WRITE"), "{e}");
     assert_eq!(p.pending(), 0, "the denied batch is dropped, not retried");
+}
+
+/// In one flush, a record for a topic bob may not write and records for one he may: the
+/// denied record's handle has the denial, the others their offsets.
+#[test]
+fn a_denied_record_reaches_its_own_handle_while_the_others_are_written() {
+    let t = topics();
+    let client = bob();
+    let mut p = client.producer().build().unwrap();
+    let started = Instant::now();
+    let before = p.send(ProducerRecord::new(t.allowed.as_str(), "before")).unwrap();
+    let denied = p.send(ProducerRecord::new(t.peek.as_str(), "denied")).unwrap();
+    let after = p.send(ProducerRecord::new(t.allowed.as_str(), "after")).unwrap();
+    match p.flush() {
+        Err(Error::Delivery { failed: 1, .. }) => {}
+        other => panic!("flush: {other:?}"),
+    }
+    assert_denied(
+        "the denied record's handle",
+        started,
+        denied.try_result().expect("done after flush"),
+        ApiKey::Produce,
+        KafkaCode::TopicAuthorizationFailed,
+        Resource::Topic(t.peek.clone()),
+    );
+    let before = before.try_result().unwrap().unwrap();
+    let after = after.try_result().unwrap().unwrap();
+    assert_eq!((before.topic.as_str(), before.partition), (t.allowed.as_str(), 0));
+    // One batch: consecutive offsets.
+    assert_eq!(after.offset, before.offset.map(|o| o + 1), "{before:?} {after:?}");
 }
 
 /// A group bob may describe but not read: its coordinator is found, JoinGroup is denied and

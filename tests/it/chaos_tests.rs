@@ -219,6 +219,7 @@ impl Scenario {
                             ProducerRecord::new(&topic, Checker::value(*id))
                                 .partition((*id % count as u64) as i32),
                         )
+                        .map(drop)
                     });
                     match sent.and_then(|()| p.flush()) {
                         Ok(_) => checker.acked(ids),

@@ -165,7 +165,7 @@ fn compat_headers_and_zstd_refused_clearly_where_missing() {
     let mut p = client.producer().compression(Compression::Zstd).build().unwrap();
     let sent = p
         .send(ProducerRecord::new(&topic, "z").partition(0))
-        .and_then(|()| p.flush().map(|_| ()));
+        .and_then(|_| p.flush());
     let err = sent.expect_err("zstd before Kafka 2.1");
     eprintln!("zstd on Kafka {}: {err}", broker::shared().version());
     assert!(err.to_string().to_lowercase().contains("zstd"), "{err}");
@@ -173,7 +173,7 @@ fn compat_headers_and_zstd_refused_clearly_where_missing() {
         let mut p = client.producer().build().unwrap();
         let sent = p
             .send(ProducerRecord::new(&topic, "h").partition(0).header("h", "v"))
-            .and_then(|()| p.flush().map(|_| ()));
+            .and_then(|_| p.flush());
         let err = sent.expect_err("headers before Kafka 0.11");
         eprintln!("headers on Kafka {}: {err}", broker::shared().version());
         assert!(err.to_string().to_lowercase().contains("header"), "{err}");

@@ -58,9 +58,9 @@ fn a_slow_produce_does_not_delay_heartbeats_or_a_coordinator_lookup_on_the_same_
         let topic = topic.clone();
         std::thread::spawn(move || {
             let mut producer = client.producer().acks(Acks::All).build().unwrap();
-            producer.send(ProducerRecord::new(&topic, "slow")).unwrap();
+            let handle = producer.send(ProducerRecord::new(&topic, "slow")).unwrap();
             let started = Instant::now();
-            let acked = producer.flush();
+            let acked = producer.flush().map(|()| handle.try_result());
             (acked, started.elapsed())
         })
     };
@@ -104,7 +104,7 @@ fn a_slow_produce_does_not_delay_heartbeats_or_a_coordinator_lookup_on_the_same_
     assert_eq!(m.heartbeat_failures, failures);
 
     let (acked, took) = producing.join().unwrap();
-    assert_eq!(acked.unwrap().len(), 1);
+    assert!(matches!(acked.unwrap(), Some(Ok(_))));
     // The Produce really was the slow one.
     assert!(took >= PRODUCE_DELAY - Duration::from_millis(500), "{took:?}");
     member.close().unwrap();

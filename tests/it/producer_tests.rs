@@ -1,7 +1,8 @@
 //! The producer against real brokers: every `acks` and compression, read back with raw Fetch
 //! requests; keys land where Java's partitioner puts them; batches go out at `batch.size`;
 //! retries across dropped connections and a killed leader lose nothing acknowledged; old
-//! brokers (through the version-capping proxy) get legacy message sets.
+//! brokers (through the version-capping proxy) get legacy message sets; each record's
+//! delivery handle names the partition and offset it was read back at, or its own error.
 
 use crate::support::broker;
 use crate::support::proxy::{self, Proxy};
@@ -13,7 +14,7 @@ use kafka_group::unstable::protocol::messages::{FetchRequest, FetchResponse};
 use kafka_group::unstable::records::{self, Compression, Record};
 use kafka_group::unstable::RawClient;
 use kafka_group::ApiKey;
-use kafka_group::{Acks, ProducerRecord};
+use kafka_group::{Acks, DeliveryHandle, NewTopic, ProducerRecord};
 use kafka_group::{Client, Error, KafkaCode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
@@ -122,7 +123,8 @@ fn every_acks_and_compression_round_trips() {
         }
         warm_up.close().unwrap();
         let mut expected = BTreeSet::new();
-        let mut offsets = Vec::new();
+        // Where each record's handle says it was written, with its value.
+        let mut written: Vec<(i32, i64, String)> = Vec::new();
         for compression in compressions {
             let mut producer = client
                 .producer()
@@ -130,26 +132,40 @@ fn every_acks_and_compression_round_trips() {
                 .compression(compression)
                 .build()
                 .unwrap();
+            let mut handles = Vec::new();
             for i in 0..PER_RUN {
                 let value = format!("{acks}-{compression:?}-{i}");
-                producer
+                let key = format!("key-{}", i % 37);
+                let handle = producer
                     .send(
                         ProducerRecord::new(&topic, value.clone())
-                            .key(format!("key-{}", i % 37))
+                            .key(key.clone())
                             .header("n", i.to_string()),
                     )
                     .unwrap();
+                assert_eq!(
+                    handle.topic_partition().partition,
+                    key_partition(key.as_bytes(), PARTITIONS)
+                );
+                handles.push((handle, value.clone()));
                 expected.insert(value);
             }
-            let acked = producer.flush().unwrap();
+            producer.flush().unwrap();
             assert_eq!(producer.pending(), 0);
-            if acks == Acks::None {
-                assert!(acked.is_empty(), "acks=0 learns no offsets: {acked:?}");
-            } else {
-                // 300 small records fit one batch per partition.
-                assert_eq!(acked.len(), PARTITIONS as usize, "{compression:?}: {acked:?}");
+            for (handle, value) in handles {
+                let m = handle
+                    .try_result()
+                    .expect("every record has its result after flush")
+                    .unwrap_or_else(|e| panic!("{value}: {e}"));
+                assert_eq!(m.topic, topic);
+                assert!(!m.log_append_time, "the topic uses CreateTime");
+                match (acks, m.offset) {
+                    (Acks::None, None) => {}
+                    (Acks::None, Some(o)) => panic!("acks=0 learns no offsets: {value} at {o}"),
+                    (_, Some(o)) => written.push((m.partition, o, value)),
+                    (_, None) => panic!("{value}: acknowledged without an offset"),
+                }
             }
-            offsets.extend(acked);
             producer.close().unwrap();
         }
         let got = fetch_until(&client, &topic, PARTITIONS, expected.len() + PARTITIONS as usize);
@@ -174,10 +190,17 @@ fn every_acks_and_compression_round_trips() {
             missing.len()
         );
         assert_eq!(key_home.len(), 37);
-        // Each acknowledged base offset starts a batch of that run.
-        for (tp, base) in offsets {
-            let recs = &got[&tp.partition];
-            assert!(recs.iter().any(|r| r.offset == base), "{tp:?} {base}");
+        // Each handle names the partition and offset its record is read back at.
+        if acks != Acks::None {
+            assert_eq!(written.len(), expected.len());
+        }
+        for (partition, offset, value) in written {
+            let found = got[&partition].iter().find(|r| r.offset == offset);
+            assert_eq!(
+                found.map(|r| text(&r.value)),
+                Some(value.clone()),
+                "{value}: handle says {partition}@{offset}"
+            );
         }
     }
 }
@@ -189,13 +212,15 @@ fn full_batches_go_out_during_send_and_keyless_records_spread() {
     let topic = topic(&client, PARTITIONS, 1);
     let mut producer = client.producer().batch_size(2048).build().unwrap();
     let value = Bytes::from(vec![b'x'; 100]);
+    let mut handles = Vec::new();
     for _ in 0..1000 {
-        producer.send(ProducerRecord::new(&topic, value.clone())).unwrap();
+        handles.push(producer.send(ProducerRecord::new(&topic, value.clone())).unwrap());
     }
     // About 16 records fill a 2 KiB batch: all but the last few batches have already gone.
     assert!(producer.pending() < 100, "{} pending", producer.pending());
-    let acked = producer.flush().unwrap();
-    assert!(acked.len() > 50, "{} batches acknowledged", acked.len());
+    let early = handles.iter().filter(|h| h.is_done()).count();
+    assert!(early > 900, "only {early} results before flush");
+    producer.flush().unwrap();
     let got = fetch_topic(&client, &topic, PARTITIONS);
     assert_eq!(got.values().map(Vec::len).sum::<usize>(), 1000);
     // Sticky partitioning moves on with each batch, so every partition gets some.
@@ -204,13 +229,23 @@ fn full_batches_go_out_during_send_and_keyless_records_spread() {
         "{:?}",
         got.values().map(Vec::len).collect::<Vec<_>>()
     );
-    // Offsets reported in acknowledgement order: strictly increasing per partition.
+    // The handles name exactly the records read back, and a partition's records (in the order
+    // sent) have increasing offsets.
     let mut last: BTreeMap<i32, i64> = BTreeMap::new();
-    for (tp, base) in acked {
-        if let Some(prev) = last.insert(tp.partition, base) {
-            assert!(base > prev, "{tp:?}: {base} after {prev}");
+    let mut named = BTreeSet::new();
+    for h in &handles {
+        let m = h.try_result().unwrap().unwrap();
+        let offset = m.offset.unwrap();
+        if let Some(prev) = last.insert(m.partition, offset) {
+            assert!(offset > prev, "{m:?} after {prev}");
         }
+        assert!(named.insert((m.partition, offset)), "{m:?} twice");
     }
+    let read: BTreeSet<(i32, i64)> = got
+        .iter()
+        .flat_map(|(p, recs)| recs.iter().map(move |r| (*p, r.offset)))
+        .collect();
+    assert_eq!(named, read);
 }
 
 #[test]
@@ -259,12 +294,12 @@ fn bad_topics_and_partitions_are_reported() {
         .unwrap_err();
     assert!(e.to_string().contains("partition 2 of topic"), "{e}");
     // The producer is still usable.
-    producer
+    let handle = producer
         .send(ProducerRecord::new(&topic, "v").partition(1))
         .unwrap();
-    let acked = producer.flush().unwrap();
-    assert_eq!(acked.len(), 1);
-    assert_eq!(acked[0].0.partition, 1);
+    producer.flush().unwrap();
+    let m = handle.try_result().unwrap().unwrap();
+    assert_eq!((m.partition, m.offset), (1, Some(0)));
     producer.close().unwrap();
 }
 
@@ -369,13 +404,17 @@ fn pre_0_11_brokers_get_legacy_message_sets() {
         Compression::Lz4,
     ] {
         let mut producer = old.producer().compression(compression).build().unwrap();
-        for i in 0..50 {
+        let handles =
             producer
-                .send(ProducerRecord::new(&topic, format!("{compression:?}-{i}")).key(format!("k{i}")))
+                .send_many((0..50).map(|i| {
+                    ProducerRecord::new(&topic, format!("{compression:?}-{i}")).key(format!("k{i}"))
+                }))
                 .unwrap();
+        producer.flush().unwrap();
+        for h in handles {
+            let m = h.try_result().unwrap().unwrap();
+            assert!(m.offset.is_some(), "{compression:?}: {m:?}");
         }
-        let acked = producer.flush().unwrap();
-        assert!(!acked.is_empty(), "{compression:?}");
     }
     let got = fetch_topic(&direct, &topic, 2);
     let mut n = 0;
@@ -388,15 +427,89 @@ fn pre_0_11_brokers_get_legacy_message_sets() {
     assert_eq!(n, 200);
     // Headers and zstd need a newer broker, and say which.
     let mut producer = old.producer().build().unwrap();
-    producer
+    let handle = producer
         .send(ProducerRecord::new(&topic, "v").header("h", "x"))
         .unwrap();
-    match producer.flush() {
-        Err(Error::MissingCapability { capability, .. }) => assert_eq!(capability, "record headers"),
+    assert!(matches!(producer.flush(), Err(Error::Delivery { failed: 1, .. })));
+    let e = handle.try_result().unwrap().unwrap_err();
+    match &*e {
+        Error::MissingCapability { capability, .. } => assert_eq!(*capability, "record headers"),
         other => panic!("{other:?}"),
     }
     let mut producer = old.producer().compression(Compression::Zstd).build().unwrap();
     producer.send(ProducerRecord::new(&topic, "v")).unwrap();
     let e = producer.flush().unwrap_err();
     assert!(e.to_string().contains("zstd compression"), "{e}");
+}
+
+/// Records to two partitions in one flush, one of them too large for its topic's
+/// `max.message.bytes`: that record's handle has the broker's MESSAGE_TOO_LARGE, the records
+/// before and after it (in batches of their own) are written, and each handle's offset is
+/// where its record is read back.
+#[test]
+fn a_record_too_large_for_its_topic_fails_alone_and_the_others_get_their_offsets() {
+    let client = client(broker::shared().bootstrap());
+    let topic = unique_name("prod-too-large");
+    client
+        .admin()
+        .create_topics(
+            &[NewTopic::new(&topic, 2, 1).config("max.message.bytes", "2000")],
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    // batch.size below the large record: it goes in a batch of its own.
+    let mut producer = client.producer().batch_size(1000).build().unwrap();
+    let to = |p: i32, value: Bytes| ProducerRecord::new(&topic, value).partition(p);
+    let small = |s: &str| Bytes::from(s.to_string());
+    let first = producer.send(to(0, small("first"))).unwrap();
+    let other = producer.send(to(1, small("other"))).unwrap();
+    let large = producer.send(to(0, Bytes::from(vec![b'x'; 5000]))).unwrap();
+    let last = producer.send(to(0, small("last"))).unwrap();
+    match producer.flush() {
+        Err(Error::Delivery { failed: 1, first }) => {
+            assert_eq!(first.kafka_code(), Some(KafkaCode::MessageTooLarge), "{first}")
+        }
+        other => panic!("flush: {other:?}"),
+    }
+    let e = large.try_result().expect("done after flush").unwrap_err();
+    assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge), "{e}");
+    assert!(e.to_string().contains(&format!("{topic}-0")), "{e}");
+    let got = fetch_topic(&client, &topic, 2);
+    let at = |h: &DeliveryHandle| {
+        let m = h.try_result().unwrap().unwrap();
+        let read = got[&m.partition]
+            .iter()
+            .find(|r| Some(r.offset) == m.offset)
+            .map(|r| text(&r.value));
+        (m.partition, m.offset, read)
+    };
+    assert_eq!(at(&first), (0, Some(0), Some("first".into())));
+    assert_eq!(at(&other), (1, Some(0), Some("other".into())));
+    // The large record took no offset.
+    assert_eq!(at(&last), (0, Some(1), Some("last".into())));
+    assert_eq!(got[&0].len(), 2);
+}
+
+/// A topic with `message.timestamp.type=LogAppendTime`: the handle gives the broker's time, not
+/// the create time the record was sent with.
+#[test]
+fn log_append_time_topics_give_the_brokers_timestamp() {
+    let client = client(broker::shared().bootstrap());
+    let topic = unique_name("prod-log-append");
+    client
+        .admin()
+        .create_topics(
+            &[NewTopic::new(&topic, 1, 1).config("message.timestamp.type", "LogAppendTime")],
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let mut producer = client.producer().build().unwrap();
+    let handle = producer
+        .send(ProducerRecord::new(&topic, "v").timestamp(1_000))
+        .unwrap();
+    producer.flush().unwrap();
+    let m = handle.try_result().unwrap().unwrap();
+    assert!(m.log_append_time, "{m:?}");
+    assert!(m.timestamp > 1_000_000_000_000, "{m:?}");
+    assert_eq!(fetch_all(&client, &topic, 0)[0].timestamp, m.timestamp);
 }

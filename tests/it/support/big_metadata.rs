@@ -378,9 +378,10 @@ pub fn run_phase(addr: &str, phase: Phase) -> Measured {
                 .max_block(Duration::from_secs(120))
                 .build()
                 .unwrap();
-            producer.send(ProducerRecord::new(TOPIC, "v")).unwrap();
-            let acked = producer.flush().unwrap();
-            assert_eq!(acked.len(), 1, "{acked:?}");
+            let handle = producer.send(ProducerRecord::new(TOPIC, "v")).unwrap();
+            producer.flush().unwrap();
+            let written = handle.try_result().unwrap().unwrap();
+            assert!(written.offset.is_some(), "{written:?}");
             client.cached_metadata().topics[TOPIC].partitions.len()
         }
     };

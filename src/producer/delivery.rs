@@ -1,0 +1,202 @@
+//! What became of each record: the [`DeliveryHandle`] that [`Producer::send`] returns and the
+//! [`RecordMetadata`] it gives once the record's batch is acknowledged.
+//!
+//! The cost per record is kept to a reference count: a batch owns one shared
+//! [`BatchDelivery`], settled once for all its records when the batch is acknowledged or fails
+//! for good, and a handle is that batch plus the record's index in it (its offset is the
+//! batch's base offset plus the index).
+//!
+//! [`Producer::send`]: super::Producer::send
+
+use crate::error::Error;
+use crate::group::TopicPartition;
+use std::sync::{Arc, OnceLock};
+
+/// Where a record was written: Java's `RecordMetadata`, librdkafka's delivery report
+/// (`rd_kafka_message_t` with `err == 0`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordMetadata {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// The record's offset in its partition; `None` with `acks=0`, where the broker sends no
+    /// answer (Java reports -1 and `hasOffset() == false`).
+    pub offset: Option<i64>,
+    /// The record's timestamp in the log (ms since the epoch): the broker's log-append time
+    /// when the topic uses `message.timestamp.type=LogAppendTime`, else the create time the
+    /// record was sent with (the time of `send` if it had none).
+    pub timestamp: i64,
+    /// Whether [`timestamp`](Self::timestamp) is the broker's log-append time.
+    pub log_append_time: bool,
+}
+
+/// The result of one record, available once its batch is acknowledged or has failed for good:
+/// Java's `Future<RecordMetadata>` (with `isDone()`), rust-rdkafka's `DeliveryFuture`.
+///
+/// Nothing sends in the background yet (that is the next step of the producer), so the result
+/// arrives while the producer is working: during a later [`send`](super::Producer::send) that
+/// sends full batches, or at [`flush`](super::Producer::flush). **Once `flush` returns (with
+/// `Ok` or `Err`), every record sent before it has its result.** There is therefore no
+/// blocking wait here: [`try_result`](Self::try_result) answers at once. If the producer is
+/// dropped with the record still pending, the result is [`Error::Closed`].
+///
+/// A handle costs a reference count on its batch's shared result and an index; dropping it
+/// does not cancel anything.
+#[derive(Debug, Clone)]
+pub struct DeliveryHandle {
+    batch: Arc<BatchDelivery>,
+    index: u32,
+    /// Create time the record went out with.
+    timestamp: i64,
+}
+
+impl DeliveryHandle {
+    /// The partition the record was put in (known at `send`, before any acknowledgement).
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.batch.partition
+    }
+
+    /// Whether the record has its result (Java's `Future::isDone`).
+    pub fn is_done(&self) -> bool {
+        self.batch.settled.get().is_some()
+    }
+
+    /// The record's result: `None` while its batch is pending; else the record's metadata, or
+    /// the error its batch failed with for good (shared by every record of the batch, hence
+    /// the `Arc`): the broker's refusal (`MESSAGE_TOO_LARGE`, `TOPIC_AUTHORIZATION_FAILED` as
+    /// [`Error::Authorization`] …), retries exhausted or `delivery.timeout.ms` passed
+    /// ([`Error::Timeout`] keeping the last error), or [`Error::Closed`] when the producer was
+    /// dropped first. Java's `Future::get` after `isDone`; rdkafka's delivery report.
+    pub fn try_result(&self) -> Option<Result<RecordMetadata, Arc<Error>>> {
+        Some(match self.batch.settled.get()? {
+            Settled::Acked {
+                base_offset,
+                log_append_time,
+            } => {
+                let tp = &self.batch.partition;
+                Ok(RecordMetadata {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    offset: (*base_offset >= 0).then(|| base_offset + i64::from(self.index)),
+                    timestamp: if *log_append_time >= 0 {
+                        *log_append_time
+                    } else {
+                        self.timestamp
+                    },
+                    log_append_time: *log_append_time >= 0,
+                })
+            }
+            Settled::Failed(e) => Err(Arc::clone(e)),
+        })
+    }
+}
+
+/// What became of a batch, set once.
+#[derive(Debug)]
+enum Settled {
+    /// Written from `base_offset` (-1 when unknown: `acks=0`); `log_append_time` is -1 unless
+    /// the topic uses LogAppendTime.
+    Acked {
+        base_offset: i64,
+        log_append_time: i64,
+    },
+    Failed(Arc<Error>),
+}
+
+/// The result every record of one batch shares.
+#[derive(Debug)]
+pub(super) struct BatchDelivery {
+    partition: TopicPartition,
+    settled: OnceLock<Settled>,
+}
+
+impl BatchDelivery {
+    pub(super) fn new(partition: TopicPartition) -> Arc<Self> {
+        Arc::new(BatchDelivery {
+            partition,
+            settled: OnceLock::new(),
+        })
+    }
+
+    /// The handle of the batch's record number `index`, sent with create time `timestamp`.
+    pub(super) fn handle(self: &Arc<Self>, index: u32, timestamp: i64) -> DeliveryHandle {
+        DeliveryHandle {
+            batch: Arc::clone(self),
+            index,
+            timestamp,
+        }
+    }
+
+    /// The batch was written at `base_offset` (-1 for `acks=0`); the first result set wins.
+    pub(super) fn acked(&self, base_offset: i64, log_append_time: i64) {
+        let _ = self.settled.set(Settled::Acked {
+            base_offset,
+            log_append_time,
+        });
+    }
+
+    /// The batch failed for good with `e`; the first result set wins.
+    pub(super) fn failed(&self, e: Arc<Error>) {
+        let _ = self.settled.set(Settled::Failed(e));
+    }
+
+    pub(super) fn is_settled(&self) -> bool {
+        self.settled.get().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KafkaCode;
+
+    #[test]
+    fn each_handle_gets_its_offset_from_the_batch_base_offset() {
+        let b = BatchDelivery::new(TopicPartition::new("t", 3));
+        let handles: Vec<_> = (0..3).map(|i| b.handle(i, 1000 + i64::from(i))).collect();
+        assert!(handles.iter().all(|h| !h.is_done() && h.try_result().is_none()));
+        assert_eq!(handles[2].topic_partition(), &TopicPartition::new("t", 3));
+        b.acked(40, -1);
+        let got: Vec<RecordMetadata> = handles.iter().map(|h| h.try_result().unwrap().unwrap()).collect();
+        for (i, m) in got.iter().enumerate() {
+            assert_eq!(m.topic, "t");
+            assert_eq!(m.partition, 3);
+            assert_eq!(m.offset, Some(40 + i as i64));
+            // CreateTime topic: the record's own timestamp.
+            assert_eq!(m.timestamp, 1000 + i as i64);
+            assert!(!m.log_append_time);
+        }
+        // Settled once: a later result does not overwrite it.
+        b.failed(Arc::new(Error::Closed));
+        assert_eq!(handles[0].try_result().unwrap().unwrap().offset, Some(40));
+    }
+
+    #[test]
+    fn log_append_time_and_acks_0_show_in_the_metadata() {
+        let b = BatchDelivery::new(TopicPartition::new("t", 0));
+        let h = b.handle(5, 7);
+        b.acked(-1, 123_456);
+        let m = h.try_result().unwrap().unwrap();
+        assert_eq!(m.offset, None, "acks=0: no offset");
+        assert_eq!((m.timestamp, m.log_append_time), (123_456, true));
+    }
+
+    #[test]
+    fn a_failed_batch_gives_every_record_the_same_error() {
+        let b = BatchDelivery::new(TopicPartition::new("t", 0));
+        let (h1, h2) = (b.handle(0, 0), b.clone().handle(1, 0));
+        b.failed(Arc::new(Error::Kafka {
+            api: crate::ApiKey::Produce,
+            code: KafkaCode::MessageTooLarge,
+            message: None,
+        }));
+        let (e1, e2) = (
+            h1.try_result().unwrap().unwrap_err(),
+            h2.try_result().unwrap().unwrap_err(),
+        );
+        assert!(Arc::ptr_eq(&e1, &e2));
+        assert_eq!(e1.kafka_code(), Some(KafkaCode::MessageTooLarge));
+        assert!(b.is_settled());
+    }
+}
