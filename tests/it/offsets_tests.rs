@@ -4,9 +4,11 @@
 //! exactly the records a job processed.
 
 use crate::group_tests::{client, topic_with_partitions, HEARTBEAT, SESSION};
-use crate::support::{broker, unique_name};
+use crate::support::{broker, java, unique_name};
 use kafka_group::TopicPartition;
-use kafka_group::{Client, Consumer, ConsumerRecord, Error, OffsetAndMetadata, OffsetReset, ProducerRecord};
+use kafka_group::{
+    Client, Consumer, ConsumerRecord, Error, IsolationLevel, OffsetAndMetadata, OffsetReset, ProducerRecord,
+};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -182,4 +184,61 @@ fn commit_records_and_metadata_strings_are_what_the_group_reads_back() {
     let mut next = consumer(&client, &group, &topic, OffsetReset::Earliest);
     assert_eq!(records(&mut next, 1)[0].offset, 6);
     next.close().unwrap();
+}
+
+/// A Java producer that leaves a transaction open: 3 records, neither committed nor aborted.
+const OPEN_TRANSACTION: &str = r#"
+import java.util.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.serialization.StringSerializer;
+public class OpenTransaction {
+    public static void main(String[] a) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", a[0]);
+        p.put("transactional.id", a[3]);
+        p.put("transaction.timeout.ms", "60000");
+        KafkaProducer<String, String> producer =
+            new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+        producer.initTransactions();
+        producer.beginTransaction();
+        for (int i = 0; i < Integer.parseInt(a[2]); i++) {
+            producer.send(new ProducerRecord<>(a[1], 0, null, "open-" + i)).get();
+        }
+        producer.flush();
+        // Neither commit nor abort: a closing producer would abort.
+        Runtime.getRuntime().halt(0);
+    }
+}
+"#;
+
+#[test]
+fn end_offsets_under_read_committed_stop_at_an_open_transaction() {
+    let broker = broker::shared();
+    let client = client(broker.bootstrap());
+    let topic = topic_with_partitions(&client, 1);
+    produce_timed(&client, &topic, 0, 0, 5);
+    let tp = TopicPartition::new(&topic, 0);
+    java::run_source(
+        broker.version(),
+        "OpenTransaction",
+        OPEN_TRANSACTION,
+        &[broker.bootstrap(), &topic, "3", &unique_name("offs-lso-tx")],
+    );
+    let end = |level| {
+        let mut c = client
+            .consumer(&unique_name("offs-lso"))
+            .subscribe([topic.as_str()])
+            .isolation_level(level)
+            .build()
+            .unwrap();
+        let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+        c.close().unwrap();
+        end
+    };
+    assert_eq!(end(IsolationLevel::ReadUncommitted), 8, "the high watermark");
+    assert_eq!(
+        end(IsolationLevel::ReadCommitted),
+        5,
+        "the last stable offset: the open transaction's first record"
+    );
 }
