@@ -1,6 +1,7 @@
 //! Where partitions start and what is committed: the committed offsets (OffsetFetch to the group
 //! coordinator), ListOffsets at the leaders, and giving every assigned partition a position.
 
+use super::config::check_partitions;
 use super::positions::ResetReason;
 use super::{offsets, Consumer};
 use super::{OffsetAndMetadata, OffsetAndTimestamp};
@@ -78,6 +79,7 @@ impl Consumer {
                 partitions: no_offset,
             });
         }
+        let reasons: BTreeMap<TopicPartition, ResetReason> = resets.into_iter().collect();
         for (timestamp, tps) in by_timestamp {
             let found = self.list_offsets_found(&tps, timestamp, deadline)?;
             // A time with no record at or after it goes to the end, as Kafka's
@@ -100,7 +102,7 @@ impl Consumer {
                         None => continue,
                     },
                 };
-                let reason = resets.iter().find(|(t, _)| *t == tp).map(|(_, r)| *r);
+                let reason = reasons.get(&tp).copied();
                 log::info!(
                     "{}: {tp}: {} -> reset to {offset}",
                     self.ctx(),
@@ -245,7 +247,7 @@ impl Consumer {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        self.check_lookup("beginning_offsets", partitions)?;
+        check_partitions("beginning_offsets", partitions)?;
         self.list_offsets(partitions, -2, crate::deadline::after(self.client.api_timeout()))
     }
 
@@ -255,7 +257,7 @@ impl Consumer {
     /// watermark). A batch job that reads up to these and stops reads exactly what was there
     /// when it asked. Bounded like [`beginning_offsets`](Self::beginning_offsets).
     pub fn end_offsets(&mut self, partitions: &[TopicPartition]) -> Result<BTreeMap<TopicPartition, i64>> {
-        self.check_lookup("end_offsets", partitions)?;
+        check_partitions("end_offsets", partitions)?;
         self.list_offsets(partitions, -1, crate::deadline::after(self.client.api_timeout()))
     }
 
@@ -269,7 +271,7 @@ impl Consumer {
         times: &BTreeMap<TopicPartition, i64>,
     ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>> {
         let partitions: Vec<TopicPartition> = times.keys().cloned().collect();
-        self.check_lookup("offsets_for_times", &partitions)?;
+        check_partitions("offsets_for_times", &partitions)?;
         if let Some((tp, t)) = times.iter().find(|(_, &t)| t < 0) {
             return Err(Error::Config {
                 property: "offsets_for_times",
@@ -288,17 +290,13 @@ impl Consumer {
         Ok(out)
     }
 
-    fn check_lookup(&self, call: &'static str, partitions: &[TopicPartition]) -> Result<()> {
-        super::config::check_partitions(call, partitions)
-    }
-
     /// The offsets committed for `partitions` (OffsetFetch to the group coordinator); `None`
     /// where nothing is committed.
     pub fn committed(
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
-        self.check_lookup("committed", partitions)?;
+        check_partitions("committed", partitions)?;
         let got = self.fetch_committed(partitions, crate::deadline::after(self.client.api_timeout()))?;
         Ok(partitions
             .iter()
@@ -313,7 +311,7 @@ impl Consumer {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndMetadata>>> {
-        self.check_lookup("committed", partitions)?;
+        check_partitions("committed", partitions)?;
         let deadline = crate::deadline::after(self.client.api_timeout());
         let (got, mut metadata) = self.fetch_committed_with_metadata(partitions, deadline)?;
         Ok(partitions
