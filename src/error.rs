@@ -201,6 +201,15 @@ pub enum Error {
         /// The first failure among them.
         first: std::sync::Arc<Error>,
     },
+    /// [`Producer::send`](crate::Producer::send) waited `max.block.ms` for room in
+    /// `buffer.memory` and found none: records are sent faster than the brokers acknowledge
+    /// them (Java's `BufferExhaustedException`). The record was not queued.
+    BufferFull {
+        /// `buffer.memory`.
+        buffer_memory: usize,
+        /// How long the send waited (`max.block.ms`).
+        waited: std::time::Duration,
+    },
     /// No leader is known for a partition a call needs one for (the producer's records, a
     /// ListOffsets): the metadata lists no such partition, or none with a leader.
     NoLeader {
@@ -486,6 +495,15 @@ impl fmt::Display for Error {
             Error::Delivery { failed, first } => {
                 write!(f, "{failed} record(s) were not delivered; the first failure: {first}")
             }
+            Error::BufferFull {
+                buffer_memory,
+                waited,
+            } => write!(
+                f,
+                "buffer.memory ({buffer_memory} bytes) stayed full for max.block.ms ({} ms): \
+                 records are sent faster than the brokers acknowledge them",
+                waited.as_millis()
+            ),
             Error::Closed => f.write_str("closed"),
             Error::Wakeup => f.write_str("woken up by WakeupHandle::wakeup"),
             Error::Authentication { mechanism, message } => {

@@ -171,6 +171,7 @@ impl Client {
 
     /// [`send_to`](Self::send_to) over the client's connection to broker `id` for `purpose`,
     /// within `deadline` if one is given (see [`send_to_by`](Self::send_to_by)).
+    #[cfg(test)]
     pub(crate) fn send_for<R: Request>(
         &self,
         purpose: Purpose,

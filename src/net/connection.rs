@@ -192,6 +192,10 @@ pub struct Connection {
     write_buf: Vec<u8>,
     /// When to re-authenticate (KIP-368), if the broker set a session lifetime.
     reauthenticate_at: Option<Instant>,
+    /// Requests written by `send_pending` whose answers are not read yet (a producer keeps
+    /// several in flight): no re-authentication may start while any is, or its exchange would
+    /// read their answers.
+    outstanding: usize,
     /// When the last re-authentication began (see [`MIN_REAUTHENTICATION_INTERVAL`]).
     last_reauthentication: Option<Instant>,
     reauthentications: u64,
@@ -301,6 +305,7 @@ impl Connection {
             broken: false,
             write_buf: Vec::with_capacity(256),
             reauthenticate_at: None,
+            outstanding: 0,
             last_reauthentication: None,
             reauthentications: 0,
             reauthentication_sink: None,
@@ -436,6 +441,7 @@ impl Connection {
         self.reauthenticate_if_due(deadline)?;
         log::debug!("{} -> {} v{version} (pending)", self.addr, req.api().name());
         let correlation_id = self.write_request(req, version)?;
+        self.outstanding += 1;
         Ok(RawPending {
             api: req.api(),
             correlation_id,
@@ -476,13 +482,14 @@ impl Connection {
         }
         // The answer has started to arrive: the rest of it follows at network speed, within
         // what is left of the request's own timeout.
-        self.read_response(
+        let body = self.read_response(
             pending.api,
             pending.correlation_id,
             pending.header_version,
             pending.deadline,
-        )
-        .map(Some)
+        );
+        self.outstanding = self.outstanding.saturating_sub(1);
+        body.map(Some)
     }
 
     /// Whether response bytes can be read before `until`, without consuming them. Looks at
@@ -492,6 +499,12 @@ impl Connection {
             Ok(ready) => Ok(ready),
             Err(e) => Err(self.fail_io(e, Timeout::Response)),
         }
+    }
+
+    /// Whether a re-authentication (KIP-368) is due: it waits until no answer is outstanding,
+    /// so a caller keeping requests in flight should let them drain before sending more.
+    pub(crate) fn reauthentication_due(&self) -> bool {
+        self.config.sasl.is_some() && self.reauthenticate_at.is_some_and(|at| Instant::now() >= at)
     }
 
     /// A handle that can shut this connection's socket down from another thread, making a
@@ -573,7 +586,7 @@ impl Connection {
         let Some(at) = self.reauthenticate_at else {
             return Ok(false);
         };
-        if Instant::now() < at {
+        if Instant::now() < at || self.outstanding > 0 {
             return Ok(false);
         }
         let Some(mechanism) = self.config.sasl.clone() else {

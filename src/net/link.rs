@@ -320,6 +320,12 @@ impl Link {
         self.wire.as_ref().and_then(|w| w.interrupter())
     }
 
+    /// Whether the open connection waits for its requests in flight to drain before it
+    /// re-authenticates (KIP-368).
+    pub(crate) fn reauthentication_due(&self) -> bool {
+        self.wire.as_ref().is_some_and(|w| w.reauthentication_due())
+    }
+
     /// Connects by `deadline` if needed and sends the request `build` makes for the
     /// negotiated version, waiting for the answer no longer than `request.timeout.ms` nor
     /// past `deadline`.

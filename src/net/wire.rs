@@ -83,6 +83,10 @@ pub(crate) trait Wire: Send + fmt::Debug {
     fn interrupter(&self) -> Option<Interrupter>;
     /// Also counts each later re-authentication (KIP-368) in `sink`.
     fn count_reauthentications_in(&mut self, sink: Arc<AtomicU64>);
+    /// Whether a re-authentication waits for the requests in flight to drain.
+    fn reauthentication_due(&self) -> bool {
+        false
+    }
 }
 
 /// Opens [`Wire`]s. One per client, shared by all its links.
@@ -148,5 +152,8 @@ impl Wire for Connection {
     }
     fn count_reauthentications_in(&mut self, sink: Arc<AtomicU64>) {
         Connection::count_reauthentications_in(self, sink)
+    }
+    fn reauthentication_due(&self) -> bool {
+        Connection::reauthentication_due(self)
     }
 }

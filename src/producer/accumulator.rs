@@ -32,6 +32,11 @@ pub(super) struct Batch {
     /// exactly what the broker may already have).
     pub(super) closed: bool,
     pub(super) attempts: u32,
+    /// Taken for sending and not answered yet.
+    pub(super) in_flight: bool,
+    /// Unique within the producer, to find the batch when its answer comes back (an answer
+    /// may come after batches of its partition that were sent later, to a new leader).
+    pub(super) id: u64,
     pub(super) retry_at: Option<Instant>,
     /// The encoded batch and its magic, kept so a retry sends exactly the same bytes.
     pub(super) encoded: Option<(i8, Bytes)>,
@@ -42,8 +47,10 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    pub(super) fn new(partition: TopicPartition, now: Instant) -> Self {
+    pub(super) fn new(partition: TopicPartition, id: u64, now: Instant) -> Self {
         Batch {
+            in_flight: false,
+            id,
             delivery: BatchDelivery::new(partition),
             records: Vec::new(),
             bytes: BATCH_OVERHEAD,
@@ -56,8 +63,10 @@ impl Batch {
         }
     }
 
-    pub(super) fn has_headers(&self) -> bool {
-        self.records.iter().any(|r| !r.headers.is_empty())
+    /// The records' estimated size, without the batch header: what they hold of
+    /// `buffer.memory`.
+    pub(super) fn record_bytes(&self) -> usize {
+        self.bytes - BATCH_OVERHEAD
     }
 }
 
@@ -98,8 +107,40 @@ impl TopicState {
     }
 }
 
-/// What a round of sending takes: the front batch of each chosen partition, by leader.
-pub(super) type Plan = BTreeMap<i32, Vec<TopicPartition>>;
+/// When a batch not in flight is due to be sent.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ready {
+    /// `linger.ms`: an open batch waits this long from its first record for more.
+    pub(super) linger: Duration,
+    /// Every batch is due at once (a flush or close is waiting).
+    pub(super) all: bool,
+}
+
+impl Ready {
+    /// `Ok` when `b` is due at `now`: it is full (closed), it was sent before (a retry), a
+    /// flush is waiting, or `linger.ms` has passed since its first record; else when it will
+    /// be, by linger.
+    pub(super) fn due(&self, b: &Batch, now: Instant) -> std::result::Result<(), Instant> {
+        let at = crate::deadline::at(b.created, self.linger);
+        if self.all || b.closed || b.attempts > 0 || at <= now {
+            Ok(())
+        } else {
+            Err(at)
+        }
+    }
+}
+
+/// A batch taken for sending: what the network side needs, outside the producer's lock.
+#[derive(Debug)]
+pub(super) struct Taken {
+    pub(super) tp: TopicPartition,
+    /// The batch's id in its partition's queue.
+    pub(super) id: u64,
+    /// The records, to encode (cheap clones of shared bytes).
+    pub(super) records: Vec<NewRecord>,
+    /// The bytes an earlier attempt sent, with their magic: a retry sends exactly those.
+    pub(super) encoded: Option<(i8, Bytes)>,
+}
 
 /// The pending batches and where they go: the pure part of the producer, tested without a
 /// broker.
@@ -111,6 +152,11 @@ pub(super) struct Accumulator {
     pub(super) pending: usize,
     /// Round-robin position for sticky partitions.
     pub(super) rr: u32,
+    /// Bytes (estimated, as `batch.size` counts them) of the records not yet acknowledged or
+    /// failed: what `buffer.memory` bounds.
+    pub(super) buffered: usize,
+    /// The next batch id.
+    next_id: u64,
 }
 
 impl Accumulator {
@@ -126,6 +172,8 @@ impl Accumulator {
             batch_limit,
             pending: 0,
             rr: seed,
+            buffered: 0,
+            next_id: 0,
         }
     }
 
@@ -206,7 +254,12 @@ impl Accumulator {
                     b.closed = true;
                     closed = true;
                 }
-                queue.push_back(Batch::new(TopicPartition::new(r.topic.as_str(), p), now));
+                self.next_id += 1;
+                queue.push_back(Batch::new(
+                    TopicPartition::new(r.topic.as_str(), p),
+                    self.next_id,
+                    now,
+                ));
                 queue.back_mut().ok_or(Error::Closed)?
             }
         };
@@ -228,117 +281,148 @@ impl Accumulator {
             }
         }
         self.pending += 1;
+        self.buffered += size;
         Ok((p, closed, handle))
     }
 
-    pub(super) fn has_closed(&self) -> bool {
-        self.topics
-            .values()
-            .flat_map(|t| t.queues.values())
-            .any(|q| q.iter().any(|b| b.closed))
-    }
-
+    /// Creation time of the oldest batch not in flight.
     pub(super) fn oldest(&self) -> Option<Instant> {
         self.topics
             .values()
             .flat_map(|t| t.queues.values())
-            .filter_map(|q| q.front().map(|b| b.created))
+            .filter_map(|q| q.iter().find(|b| !b.in_flight).map(|b| b.created))
             .min()
     }
 
-    /// The front batch of every partition to send now, by leader: all of them for a flush; for
-    /// `only_closed`, those of the brokers that lead a partition with a closed batch (full, or
-    /// sent and due for a retry). Also says
-    /// whether a partition has no leader (metadata is due) and the earliest pending retry.
-    pub(super) fn plan(&self, only_closed: bool, now: Instant) -> (Plan, bool, Option<Instant>) {
-        let ready: BTreeSet<i32> = self
-            .topics
-            .values()
-            .flat_map(|t| t.queues.iter().map(move |(p, q)| (t.leader(*p), q)))
-            .filter(|(_, q)| q.iter().any(|b| b.closed))
-            .map(|(leader, _)| leader)
-            .collect();
-        let mut plan = Plan::new();
+    /// The leaders that have a batch waiting to be sent (not in flight), and whether some
+    /// waiting batch's partition has no leader (metadata is due).
+    pub(super) fn leaders_with_work(&self) -> (BTreeSet<i32>, bool) {
+        let mut leaders = BTreeSet::new();
         let mut leaderless = false;
-        let mut wake: Option<Instant> = None;
-        for (name, t) in &self.topics {
+        for t in self.topics.values() {
             for (&i, q) in &t.queues {
-                let Some(b) = q.front() else { continue };
-                let leader = t.leader(i);
-                if only_closed && !ready.contains(&leader) {
-                    continue;
+                if q.iter().any(|b| !b.in_flight) {
+                    match t.leader(i) {
+                        l if l < 0 => leaderless = true,
+                        l => {
+                            leaders.insert(l);
+                        }
+                    }
                 }
-                if let Some(at) = b.retry_at.filter(|at| *at > now) {
-                    wake = Some(wake.map_or(at, |w| w.min(at)));
-                    continue;
-                }
-                if leader < 0 {
-                    leaderless = true;
-                    continue;
-                }
-                plan.entry(leader)
-                    .or_default()
-                    .push(TopicPartition::new(name.clone(), i));
             }
         }
-        (plan, leaderless, wake)
+        (leaders, leaderless)
     }
 
-    pub(super) fn front_mut(&mut self, tp: &TopicPartition) -> Option<&mut Batch> {
+    /// Takes for sending, at most one batch per partition led by `leader`: each partition's
+    /// first batch not in flight, when it is [`Ready::due`] at `now`, no earlier batch of the
+    /// partition waits for a retry, and the partition has fewer than `per_partition` batches
+    /// in flight. Taken batches are marked in flight and closed to appends. Also returns the
+    /// earliest time a batch of `leader` not taken becomes due (linger or retry backoff).
+    pub(super) fn take_ready(
+        &mut self,
+        leader: i32,
+        now: Instant,
+        ready: Ready,
+        per_partition: usize,
+    ) -> (Vec<Taken>, Option<Instant>) {
+        let mut taken = Vec::new();
+        let mut wake: Option<Instant> = None;
+        let mut soonest = |at: Instant| wake = Some(wake.map_or(at, |w: Instant| w.min(at)));
+        for (name, t) in &mut self.topics {
+            let leaders = &t.leaders;
+            let leader_of = |p: i32| usize::try_from(p).ok().and_then(|i| leaders.get(i)).copied();
+            for (&i, q) in &mut t.queues {
+                if leader_of(i) != Some(leader) {
+                    continue;
+                }
+                let flying = q.iter().take_while(|b| b.in_flight).count();
+                if flying >= per_partition.max(1) {
+                    continue;
+                }
+                let Some(b) = q.iter_mut().find(|b| !b.in_flight) else {
+                    continue;
+                };
+                if let Some(at) = b.retry_at.filter(|at| *at > now) {
+                    soonest(at);
+                    continue;
+                }
+                if let Err(at) = ready.due(b, now) {
+                    soonest(at);
+                    continue;
+                }
+                b.in_flight = true;
+                b.closed = true;
+                b.retry_at = None;
+                taken.push(Taken {
+                    tp: TopicPartition::new(name.clone(), i),
+                    id: b.id,
+                    records: b.records.clone(),
+                    encoded: b.encoded.clone(),
+                });
+            }
+        }
+        (taken, wake)
+    }
+
+    /// The batch `id` of `tp`.
+    pub(super) fn batch_mut(&mut self, tp: &TopicPartition, id: u64) -> Option<&mut Batch> {
         self.topics
             .get_mut(&tp.topic)?
             .queues
             .get_mut(&tp.partition)?
-            .front_mut()
+            .iter_mut()
+            .find(|b| b.id == id)
     }
 
-    /// The front batch of `tp` encoded for `magic`, and closed to appends from now on. The
-    /// bytes are kept, so that a retry sends exactly what the broker may already have.
-    pub(super) fn encode_front(
-        &mut self,
-        tp: &TopicPartition,
-        compression: Compression,
-        magic: i8,
-        bv: &BrokerVersions,
-    ) -> Option<Result<Bytes>> {
-        let b = self.front_mut(tp)?;
-        b.closed = true;
-        if let Some((m, bytes)) = &b.encoded {
-            if *m == magic {
-                return Some(Ok(bytes.clone()));
-            }
-        }
-        let encoded = encode_batch(b, tp, compression, magic, bv);
-        if let Ok(bytes) = &encoded {
-            b.encoded = Some((magic, bytes.clone()));
-        }
-        Some(encoded)
-    }
-
-    /// Removes the front batch of `tp` (acknowledged or failed for good).
-    pub(super) fn pop(&mut self, tp: &TopicPartition) -> Option<Batch> {
+    /// Removes the batch `id` of `tp` (acknowledged or failed for good).
+    pub(super) fn remove(&mut self, tp: &TopicPartition, id: u64) -> Option<Batch> {
         let queues = &mut self.topics.get_mut(&tp.topic)?.queues;
         let queue = queues.get_mut(&tp.partition)?;
-        let b = queue.pop_front();
+        let at = queue.iter().position(|b| b.id == id)?;
+        let b = queue.remove(at);
         if queue.is_empty() {
             queues.remove(&tp.partition);
         }
         let b = b?;
         self.pending = self.pending.saturating_sub(b.records.len());
+        self.buffered = self.buffered.saturating_sub(b.record_bytes());
         Some(b)
     }
 
-    /// Front batches past `delivery.timeout.ms`, removed.
+    /// Every batch not in flight, removed (the producer is closing).
+    pub(super) fn drain_waiting(&mut self) -> Vec<Batch> {
+        let mut out = Vec::new();
+        for t in self.topics.values_mut() {
+            for q in t.queues.values_mut() {
+                let (flying, waiting): (VecDeque<Batch>, VecDeque<Batch>) =
+                    std::mem::take(q).into_iter().partition(|b| b.in_flight);
+                *q = flying;
+                out.extend(waiting);
+            }
+            t.queues.retain(|_, q| !q.is_empty());
+        }
+        for b in &out {
+            self.pending = self.pending.saturating_sub(b.records.len());
+            self.buffered = self.buffered.saturating_sub(b.record_bytes());
+        }
+        out
+    }
+
+    /// Batches not in flight past `delivery.timeout.ms`, removed. (A batch in flight waits
+    /// for its answer, which `request.timeout.ms` bounds, so its records are never reported
+    /// failed while the broker may still be writing them.)
     pub(super) fn expire(&mut self, timeout: Duration, now: Instant) -> Vec<(TopicPartition, Batch)> {
         let mut out = Vec::new();
         for (name, t) in &mut self.topics {
             for (&i, q) in &mut t.queues {
-                while q
-                    .front()
-                    .is_some_and(|b| now.saturating_duration_since(b.created) >= timeout)
+                while let Some(at) = q
+                    .iter()
+                    .position(|b| !b.in_flight && now.saturating_duration_since(b.created) >= timeout)
                 {
-                    if let Some(b) = q.pop_front() {
+                    if let Some(b) = q.remove(at) {
                         self.pending = self.pending.saturating_sub(b.records.len());
+                        self.buffered = self.buffered.saturating_sub(b.record_bytes());
                         out.push((TopicPartition::new(name.clone(), i), b));
                     }
                 }
@@ -346,6 +430,11 @@ impl Accumulator {
             t.queues.retain(|_, q| !q.is_empty());
         }
         out
+    }
+
+    /// The earliest time a batch not in flight passes `delivery.timeout.ms`.
+    pub(super) fn next_expiry(&self, timeout: Duration) -> Option<Instant> {
+        self.oldest().map(|o| crate::deadline::at(o, timeout))
     }
 }
 
@@ -400,21 +489,22 @@ pub(super) fn apply_topic(state: &mut TopicState, t: &TopicMetadata, meta: &Meta
     }
 }
 
-/// Encodes `tp`'s batch for `magic`, first checking that the broker can take what it holds.
+/// Encodes the `records` of `tp`'s batch for `magic`, first checking that the broker can take
+/// what they hold.
 pub(super) fn encode_batch(
-    b: &Batch,
+    records: &[NewRecord],
     tp: &TopicPartition,
     compression: Compression,
     magic: i8,
     bv: &BrokerVersions,
 ) -> Result<Bytes> {
-    if magic < 2 && b.has_headers() {
+    if magic < 2 && records.iter().any(|r| !r.headers.is_empty()) {
         versions::check(&RECORD_HEADERS, bv)?;
     }
     if compression == Compression::Zstd {
         versions::check(&ZSTD_COMPRESSION, bv)?;
     }
-    records::encode(&b.records, compression, magic).map_err(|source| Error::NotEncodable {
+    records::encode(records, compression, magic).map_err(|source| Error::NotEncodable {
         partition: tp.clone(),
         magic,
         source,
@@ -481,6 +571,10 @@ mod tests {
         }
     }
 
+    fn ids(taken: &[Taken]) -> Vec<(TopicPartition, usize)> {
+        taken.iter().map(|t| (t.tp.clone(), t.records.len())).collect()
+    }
+
     fn append(acc: &mut Accumulator, r: ProducerRecord) -> (i32, bool) {
         let size = r.size();
         let (p, closed, _) = acc.append(r, size, Instant::now()).unwrap();
@@ -541,7 +635,7 @@ mod tests {
     }
 
     #[test]
-    fn batches_close_at_the_limit_and_only_the_front_batch_is_planned() {
+    fn full_batches_go_at_once_the_others_after_linger_or_at_a_flush() {
         let mut acc = acc_with("t", &[1, 2], 61 + 3 * 31);
         // 10-byte values: 31 bytes each, three fit.
         let r = || rec("t", None, "0123456789").partition(0);
@@ -559,14 +653,49 @@ mod tests {
         assert_eq!(q[0].records.len(), 3);
         assert!(q[0].closed && !q[1].closed);
         let now = Instant::now();
-        // Only broker 1 leads a partition with a closed batch.
-        let (plan, leaderless, wake) = acc.plan(true, now);
-        assert_eq!(plan.len(), 1);
-        assert_eq!(plan[&1], vec![TopicPartition::new("t", 0)]);
-        assert!(!leaderless && wake.is_none());
-        let (plan, _, _) = acc.plan(false, now);
-        assert_eq!(plan[&1], vec![TopicPartition::new("t", 0)]);
-        assert_eq!(plan[&2], vec![TopicPartition::new("t", 1)]);
+        let lingering = Ready {
+            linger: Duration::from_secs(3600),
+            all: false,
+        };
+        // Only the full batch is due; the others wait for linger.ms.
+        let (taken, wake) = acc.take_ready(1, now, lingering, 1);
+        assert_eq!(ids(&taken), vec![(TopicPartition::new("t", 0), 3)]);
+        // The next batch of partition 0 waits for the first's answer, not for a time.
+        assert_eq!(wake, None);
+        let (taken, wake) = acc.take_ready(2, now, lingering, 1);
+        assert!(taken.is_empty());
+        assert!(
+            wake.is_some_and(|w| w > now + Duration::from_secs(3000)),
+            "{wake:?}"
+        );
+        // A flush makes every batch due, but a partition has one batch in flight at a time
+        // unless more are allowed.
+        let flush = Ready {
+            linger: Duration::from_secs(3600),
+            all: true,
+        };
+        assert!(acc.take_ready(1, now, flush, 1).0.is_empty());
+        assert_eq!(
+            ids(&acc.take_ready(2, now, flush, 1).0),
+            vec![(TopicPartition::new("t", 1), 1)]
+        );
+        assert_eq!(
+            ids(&acc.take_ready(1, now, flush, 2).0),
+            vec![(TopicPartition::new("t", 0), 1)]
+        );
+        // linger.ms passed: due without a flush.
+        append(&mut acc, rec("t", None, "y").partition(1));
+        let later = now + Duration::from_secs(3601);
+        let (taken, _) = acc.take_ready(
+            2,
+            later,
+            Ready {
+                all: false,
+                ..lingering
+            },
+            2,
+        );
+        assert_eq!(ids(&taken), vec![(TopicPartition::new("t", 1), 1)]);
         // A record that does not fit in the open batch closes it and opens another.
         let mut acc = acc_with("t", &[1], 100);
         assert_eq!(append(&mut acc, rec("t", None, "0123456789")), (0, false));
@@ -586,18 +715,36 @@ mod tests {
         append(&mut acc, rec("t", None, "b").partition(1));
         let now = Instant::now();
         let later = now + Duration::from_millis(50);
-        acc.front_mut(&TopicPartition::new("t", 0)).unwrap().retry_at = Some(later);
-        let (plan, leaderless, wake) = acc.plan(false, now);
-        assert!(plan.is_empty());
-        assert!(leaderless);
+        let t0 = TopicPartition::new("t", 0);
+        let id = acc.topics["t"].queues[&0][0].id;
+        acc.batch_mut(&t0, id).unwrap().retry_at = Some(later);
+        let due = Ready {
+            linger: Duration::ZERO,
+            all: false,
+        };
+        let (taken, wake) = acc.take_ready(1, now, due, 1);
+        assert!(taken.is_empty());
         assert_eq!(wake, Some(later));
-        let (plan, _, _) = acc.plan(false, later);
-        assert_eq!(plan[&1], vec![TopicPartition::new("t", 0)]);
+        let (leaders, leaderless) = acc.leaders_with_work();
+        assert!(leaderless);
+        assert_eq!(leaders.into_iter().collect::<Vec<_>>(), vec![1]);
+        let (taken, _) = acc.take_ready(1, later, due, 1);
+        assert_eq!(ids(&taken), vec![(t0.clone(), 1)]);
         // A new leader shows up with fresh metadata.
         acc.update(&metadata("t", &[1, 3]));
-        let (plan, leaderless, _) = acc.plan(false, later);
-        assert_eq!(plan[&3], vec![TopicPartition::new("t", 1)]);
-        assert!(!leaderless);
+        let (taken, _) = acc.take_ready(3, later, due, 1);
+        assert_eq!(ids(&taken), vec![(TopicPartition::new("t", 1), 1)]);
+        let (leaders, leaderless) = acc.leaders_with_work();
+        assert!(leaders.is_empty() && !leaderless, "both in flight");
+        // In flight: not expired (its answer is awaited); waiting again: expired.
+        assert!(acc
+            .expire(Duration::from_millis(10), now + Duration::from_secs(1))
+            .is_empty());
+        for (tp, id) in [(t0, taken[0].id - 1), (TopicPartition::new("t", 1), taken[0].id)] {
+            if let Some(b) = acc.batch_mut(&tp, id) {
+                b.in_flight = false;
+            }
+        }
         // Expiry drops batches past delivery.timeout.ms and their records from the count.
         assert_eq!(acc.pending, 2);
         let gone = acc.expire(Duration::from_millis(10), now + Duration::from_secs(1));
@@ -635,30 +782,38 @@ mod tests {
     }
 
     #[test]
-    fn a_sent_batch_takes_no_more_records_and_is_resent_as_is() {
+    fn a_sent_batch_takes_no_more_records_and_settled_batches_free_the_buffer() {
         let mut acc = acc_with("t", &[1], 1 << 20);
         let tp = TopicPartition::new("t", 0);
         append(&mut acc, rec("t", None, "a"));
-        let bv: BrokerVersions = [(ApiKey::Produce.key(), VersionRange::new(0, 11))].into();
-        let first = acc.encode_front(&tp, Compression::None, 2, &bv).unwrap().unwrap();
+        let one = acc.buffered;
+        assert!(one > 0);
+        let due = Ready {
+            linger: Duration::ZERO,
+            all: false,
+        };
+        let (taken, _) = acc.take_ready(1, Instant::now(), due, 5);
+        assert_eq!(taken.len(), 1);
         // Sent (say the answer was lost): the next record must not join it, or the retry
         // would carry it while the first attempt did not.
         append(&mut acc, rec("t", None, "b"));
         let q = &acc.topics["t"].queues[&0];
         assert_eq!(q.len(), 2);
         assert_eq!(q[0].records.len(), 1);
-        let again = acc.encode_front(&tp, Compression::None, 2, &bv).unwrap().unwrap();
-        assert_eq!(first, again);
-        assert_eq!(
-            records::decode(&again, &Default::default())
-                .unwrap()
-                .records
-                .len(),
-            1
-        );
-        assert!(acc
-            .encode_front(&TopicPartition::new("t", 1), Compression::None, 2, &bv)
-            .is_none());
+        assert!(q[0].in_flight && !q[1].in_flight);
+        assert_eq!(acc.buffered, 2 * one);
+        // The bytes kept for a retry come back with the batch.
+        let bytes = Bytes::from_static(b"sent");
+        acc.batch_mut(&tp, taken[0].id).unwrap().encoded = Some((2, bytes.clone()));
+        acc.batch_mut(&tp, taken[0].id).unwrap().in_flight = false;
+        let (again, _) = acc.take_ready(1, Instant::now(), due, 1);
+        assert_eq!(again[0].id, taken[0].id);
+        assert_eq!(again[0].encoded, Some((2, bytes)));
+        assert!(acc.remove(&tp, taken[0].id).is_some());
+        assert_eq!((acc.pending, acc.buffered), (1, one));
+        let waiting = acc.drain_waiting();
+        assert_eq!(waiting.len(), 1);
+        assert_eq!((acc.pending, acc.buffered), (0, 0));
     }
 
     #[test]
@@ -666,7 +821,7 @@ mod tests {
         let mut acc = acc_with("t", &[1], 1 << 20);
         append(&mut acc, rec("t", None, "v").header("h", "x"));
         let tp = TopicPartition::new("t", 0);
-        let b = acc.front_mut(&tp).unwrap();
+        let b = &acc.topics["t"].queues[&0][0].records;
         let old: BrokerVersions = [(ApiKey::Produce.key(), VersionRange::new(0, 2))].into();
         let e = encode_batch(b, &tp, Compression::None, 1, &old).unwrap_err();
         assert!(

@@ -1,7 +1,7 @@
 //! [`ProducerBuilder`]: one setter per Kafka property over a [`ProducerConfig`], checked in
 //! [`build`](ProducerBuilder::build) before any network call.
 
-use super::accumulator::Accumulator;
+use super::broker::Settings;
 use super::config::ProducerConfig;
 use super::record::Acks;
 use super::Producer;
@@ -39,10 +39,10 @@ impl ProducerBuilder {
         self
     }
 
-    /// `linger.ms`: when above zero, a `send` that finds a batch waiting longer than this sends
-    /// every pending batch. At most `delivery.timeout.ms` - `request.timeout.ms`. Default: 0
-    /// (since `send` does not block on the network, records accumulate between calls and go
-    /// out when a batch reaches `batch.size` or at `flush`).
+    /// `linger.ms`: how long a partition's batch waits, from its first record, for more before
+    /// the sender thread sends it (a full batch goes at once, whatever this says). 0 sends as
+    /// soon as the thread gets to it. At most `delivery.timeout.ms` - `request.timeout.ms`.
+    /// Default: 5 ms, Kafka 4.0's (KIP-1030).
     pub fn linger(mut self, t: Duration) -> Self {
         self.config.linger = t;
         self
@@ -64,9 +64,11 @@ impl ProducerBuilder {
 
     /// `delivery.timeout.ms`: the longest a record may take from `send` to its
     /// acknowledgement, retries included; must be at least `linger.ms` + `request.timeout.ms`
-    /// and at most `i32::MAX` ms (about 24.8 days), as in Kafka. Default: 120 s.
+    /// and at most `i32::MAX` ms (about 24.8 days), as in Kafka. Default: 120 s, or
+    /// `linger.ms` + `request.timeout.ms` when that is more (as Java raises it).
     pub fn delivery_timeout(mut self, t: Duration) -> Self {
         self.config.delivery_timeout = t;
+        self.config.delivery_timeout_set = true;
         self
     }
 
@@ -86,7 +88,8 @@ impl ProducerBuilder {
     }
 
     /// `max.block.ms`: how long `send` waits for a topic's metadata (e.g. a topic just
-    /// created) before failing; `Duration::MAX` waits without a limit. Default: 60 s.
+    /// created), and for room in `buffer.memory`, before failing; `Duration::MAX` waits
+    /// without a limit. Default: 60 s.
     pub fn max_block(mut self, t: Duration) -> Self {
         self.config.max_block = t;
         self
@@ -100,28 +103,46 @@ impl ProducerBuilder {
         self
     }
 
+    /// `buffer.memory`: the most bytes of records (estimated, as `batch.size` counts them) the
+    /// producer holds that are not yet acknowledged or failed. A `send` that would go above it
+    /// waits up to `max.block.ms` for earlier records to settle, then fails with
+    /// [`Error::BufferFull`](crate::Error::BufferFull); a record larger than all of it is
+    /// refused at once. Must hold one batch. Default: 33554432 (32 MiB), Java's.
+    pub fn buffer_memory(mut self, bytes: usize) -> Self {
+        self.config.buffer_memory = bytes;
+        self
+    }
+
+    /// `max.in.flight.requests.per.connection`: Produce requests the producer keeps
+    /// outstanding on each broker's connection, so that encoding, the network and the broker
+    /// overlap. At least 1. Without idempotence a partition still has one batch in flight at
+    /// a time, so its records keep their order across retries; more requests in flight carry
+    /// other partitions' batches. Default: 5, Java's.
+    pub fn max_in_flight_requests_per_connection(mut self, n: usize) -> Self {
+        self.config.max_in_flight = n;
+        self
+    }
+
     /// Validates the configuration (without touching the network) and builds the producer.
     /// `request.timeout.ms` is the client's.
-    pub fn build(self) -> Result<Producer> {
+    pub fn build(mut self) -> Result<Producer> {
         let request_timeout = self.client.connection_config().request_timeout;
+        self.config.resolve(request_timeout);
         self.config.validate(request_timeout)?;
         // The broker's own wait for replicas is kept below ours, so that its REQUEST_TIMED_OUT
         // answer (retriable, connection kept) arrives before our response timeout fires (which
         // closes the connection).
         let broker_timeout = request_timeout.saturating_sub(request_timeout / 10);
-        Ok(Producer {
-            retry_backoff: self
-                .config
-                .retry_backoff
-                .unwrap_or_else(|| self.client.retry_backoff()),
-            acc: Accumulator::new(self.config.batch_limit()),
+        let retry_backoff = self
+            .config
+            .retry_backoff
+            .unwrap_or_else(|| self.client.retry_backoff());
+        let settings = Settings {
+            retry_backoff,
             broker_timeout_ms: broker_timeout.as_millis().min(i32::MAX as u128) as i32,
-            client: self.client,
+            per_partition: 1,
             config: self.config,
-            failed: 0,
-            first_failure: None,
-            metadata_at: None,
-            oldest: None,
-        })
+        };
+        Producer::start(self.client, settings)
     }
 }

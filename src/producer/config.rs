@@ -19,12 +19,18 @@ pub(crate) struct ProducerConfig {
     pub batch_size: usize,
     pub retries: u32,
     pub delivery_timeout: Duration,
+    /// Whether `delivery.timeout.ms` was set, rather than left at its default.
+    pub delivery_timeout_set: bool,
     /// `None`: the client's `retry.backoff.ms`, so that one setting serves every part of the
     /// client unless the producer is told otherwise.
     pub retry_backoff: Option<Duration>,
     pub max_request_size: usize,
     pub max_block: Duration,
     pub metadata_max_age: Duration,
+    /// `buffer.memory`: bytes of records (estimated) sent and not yet settled.
+    pub buffer_memory: usize,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight: usize,
 }
 
 impl Default for ProducerConfig {
@@ -33,19 +39,40 @@ impl Default for ProducerConfig {
         ProducerConfig {
             acks: Acks::All,
             compression: Compression::None,
-            linger: Duration::ZERO,
+            // Kafka 4.0's default (KIP-1030), which measurement here agrees with: see the
+            // README's producer section.
+            linger: Duration::from_millis(5),
             batch_size: 16384,
             retries: i32::MAX as u32,
             delivery_timeout: Duration::from_secs(120),
+            delivery_timeout_set: false,
             retry_backoff: None,
             max_request_size: 1024 * 1024,
             max_block: Duration::from_secs(60),
             metadata_max_age: Duration::from_secs(300),
+            buffer_memory: 32 * 1024 * 1024,
+            max_in_flight: 5,
         }
     }
 }
 
 impl ProducerConfig {
+    /// Raises a default `delivery.timeout.ms` that leaves no room for one attempt (a
+    /// `request.timeout.ms` of 120 s or more) to `linger.ms` + `request.timeout.ms`, as Java's
+    /// producer does; one that was set is left for [`validate`](Self::validate) to refuse.
+    pub fn resolve(&mut self, request_timeout: Duration) {
+        let least = self.linger.saturating_add(request_timeout);
+        if !self.delivery_timeout_set && self.delivery_timeout < least {
+            log::info!(
+                "producer: delivery.timeout.ms raised from its default {} ms to linger.ms + \
+                 request.timeout.ms = {} ms",
+                self.delivery_timeout.as_millis(),
+                least.as_millis()
+            );
+            self.delivery_timeout = least;
+        }
+    }
+
     /// Checks every setting against Kafka's rules; `request_timeout` is the client's
     /// `request.timeout.ms`, which `delivery.timeout.ms` must leave room for.
     pub fn validate(&self, request_timeout: Duration) -> Result<()> {
@@ -71,6 +98,21 @@ impl ProducerConfig {
                 ),
             });
         }
+        if self.max_in_flight == 0 {
+            return Err(Error::Config {
+                property: "max.in.flight.requests.per.connection",
+                problem: "must be at least 1".into(),
+            });
+        }
+        if self.buffer_memory < self.batch_limit().max(1) {
+            return Err(Error::Config {
+                property: "buffer.memory",
+                problem: format!(
+                    "must hold at least one batch (batch.size {} bytes)",
+                    self.batch_limit()
+                ),
+            });
+        }
         if self.metadata_max_age.is_zero() {
             return Err(Error::Config {
                 property: "metadata.max.age.ms",
@@ -93,7 +135,11 @@ mod tests {
     use super::*;
 
     fn property(c: ProducerConfig) -> &'static str {
-        match c.validate(Duration::from_secs(30)) {
+        property_at(c, Duration::from_secs(30))
+    }
+
+    fn property_at(c: ProducerConfig, request_timeout: Duration) -> &'static str {
+        match c.validate(request_timeout) {
             Err(Error::Config { property, .. }) => property,
             other => panic!("{other:?}"),
         }
@@ -105,6 +151,22 @@ mod tests {
         c.validate(Duration::from_secs(30)).unwrap();
         assert_eq!(c.retry_backoff, None, "inherits the client's");
         assert_eq!(c.batch_limit(), 16384);
+    }
+
+    #[test]
+    fn a_default_delivery_timeout_makes_room_for_a_long_request_timeout_a_set_one_does_not() {
+        let long = Duration::from_secs(120);
+        let mut c = ProducerConfig::default();
+        c.resolve(long);
+        assert_eq!(c.delivery_timeout, Duration::from_millis(120_005));
+        c.validate(long).unwrap();
+        let mut set = ProducerConfig {
+            delivery_timeout_set: true,
+            ..Default::default()
+        };
+        set.resolve(long);
+        assert_eq!(set.delivery_timeout, Duration::from_secs(120));
+        assert_eq!(property_at(set, long), "delivery.timeout.ms");
     }
 
     #[test]

@@ -10,7 +10,8 @@
 
 use crate::error::Error;
 use crate::group::TopicPartition;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Where a record was written: Java's `RecordMetadata`, librdkafka's delivery report
 /// (`rd_kafka_message_t` with `err == 0`).
@@ -34,12 +35,12 @@ pub struct RecordMetadata {
 /// The result of one record, available once its batch is acknowledged or has failed for good:
 /// Java's `Future<RecordMetadata>` (with `isDone()`), rust-rdkafka's `DeliveryFuture`.
 ///
-/// Nothing sends in the background yet (that is the next step of the producer), so the result
-/// arrives while the producer is working: during a later [`send`](super::Producer::send) that
-/// sends full batches, or at [`flush`](super::Producer::flush). **Once `flush` returns (with
-/// `Ok` or `Err`), every record sent before it has its result.** There is therefore no
-/// blocking wait here: [`try_result`](Self::try_result) answers at once. If the producer is
-/// dropped with the record still pending, the result is [`Error::Closed`].
+/// The producer's sender thread settles it in the background, so
+/// [`wait`](Self::wait) (Java's `Future::get`) and [`wait_timeout`](Self::wait_timeout)
+/// block until it is there, and [`try_result`](Self::try_result) answers at once. **Once
+/// [`flush`](super::Producer::flush) returns (with `Ok` or `Err`), every record sent before it
+/// has its result.** If the producer is dropped (or closed past its timeout) with the record
+/// still pending, the result is [`Error::Closed`].
 ///
 /// A handle costs a reference count on its batch's shared result and an index; dropping it
 /// does not cancel anything.
@@ -57,9 +58,45 @@ impl DeliveryHandle {
         &self.batch.partition
     }
 
+    /// Whether this is its batch's first record (the batch was created for it).
+    pub(super) fn is_first(&self) -> bool {
+        self.index == 0
+    }
+
     /// Whether the record has its result (Java's `Future::isDone`).
     pub fn is_done(&self) -> bool {
         self.batch.settled.get().is_some()
+    }
+
+    /// Waits for the record's result (Java's `Future::get`): see
+    /// [`try_result`](Self::try_result) for what it can be. It always comes, within
+    /// `delivery.timeout.ms` (plus one `request.timeout.ms` for a request in flight), or as
+    /// [`Error::Closed`] when the producer goes away first.
+    pub fn wait(&self) -> Result<RecordMetadata, Arc<Error>> {
+        loop {
+            if let Some(r) = self.wait_timeout(Duration::from_secs(3600)) {
+                return r;
+            }
+        }
+    }
+
+    /// [`wait`](Self::wait) for at most `timeout` (`Duration::MAX` for no limit): `None` if the
+    /// result is not there by then (Java's `Future::get(timeout)` throwing `TimeoutException`).
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<RecordMetadata, Arc<Error>>> {
+        let deadline = crate::deadline::after(timeout);
+        let mut settled = crate::client::lock(&self.batch.wait_lock);
+        while !*settled {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            settled = match self.batch.wait_cv.wait_timeout(settled, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        drop(settled);
+        self.try_result()
     }
 
     /// The record's result: `None` while its batch is pending; else the record's metadata, or
@@ -109,6 +146,9 @@ enum Settled {
 pub(super) struct BatchDelivery {
     partition: TopicPartition,
     settled: OnceLock<Settled>,
+    /// Set (and `wait_cv` notified) once `settled` is: what [`DeliveryHandle::wait`] waits on.
+    wait_lock: Mutex<bool>,
+    wait_cv: Condvar,
 }
 
 impl BatchDelivery {
@@ -116,6 +156,8 @@ impl BatchDelivery {
         Arc::new(BatchDelivery {
             partition,
             settled: OnceLock::new(),
+            wait_lock: Mutex::new(false),
+            wait_cv: Condvar::new(),
         })
     }
 
@@ -134,11 +176,19 @@ impl BatchDelivery {
             base_offset,
             log_append_time,
         });
+        self.wake();
+    }
+
+    /// Wakes the handles waiting for the result.
+    fn wake(&self) {
+        *crate::client::lock(&self.wait_lock) = true;
+        self.wait_cv.notify_all();
     }
 
     /// The batch failed for good with `e`; the first result set wins.
     pub(super) fn failed(&self, e: Arc<Error>) {
         let _ = self.settled.set(Settled::Failed(e));
+        self.wake();
     }
 
     pub(super) fn is_settled(&self) -> bool {
@@ -170,6 +220,23 @@ mod tests {
         // Settled once: a later result does not overwrite it.
         b.failed(Arc::new(Error::Closed));
         assert_eq!(handles[0].try_result().unwrap().unwrap().offset, Some(40));
+    }
+
+    #[test]
+    fn wait_blocks_until_the_batch_is_settled_and_wait_timeout_gives_up() {
+        let b = BatchDelivery::new(TopicPartition::new("t", 0));
+        let h = b.handle(2, 0);
+        assert!(h.wait_timeout(Duration::from_millis(20)).is_none());
+        let settler = {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                b.acked(10, -1);
+            })
+        };
+        assert_eq!(h.wait().unwrap().offset, Some(12));
+        settler.join().unwrap();
+        assert_eq!(h.wait_timeout(Duration::ZERO).unwrap().unwrap().offset, Some(12));
     }
 
     #[test]

@@ -2,13 +2,15 @@
 //!
 //! Inside, one file a job: `record` ([`ProducerRecord`], [`Acks`]), `partitioner` (murmur2),
 //! `config` and `builder` (settings, checked before any network call), `accumulator` (pending
-//! batches per partition, sticky partitions, the plan of what goes to which leader; pure),
-//! `delivery` (each record's [`DeliveryHandle`], one shared result per batch),
-//! `request` (Produce requests packed below `max.request.size` and answers read per
-//! partition; pure), `sender` (each leader's requests on the network). This file ties them
-//! together: send, flush, retries.
+//! batches per partition, sticky partitions, which batches are due; pure), `delivery` (each
+//! record's [`DeliveryHandle`], one shared result per batch), `request` (Produce requests
+//! packed below `max.request.size` and answers read per partition; pure), `state` (what the
+//! caller and the threads share, and how an answer settles a batch), `sender` (the background
+//! thread: metadata, expiry, one thread per leader), `broker` (a leader's thread: requests in
+//! flight on its connection). This file is the caller's side: send, flush, close.
 
 mod accumulator;
+mod broker;
 mod builder;
 mod config;
 mod delivery;
@@ -16,28 +18,24 @@ mod partitioner;
 mod record;
 mod request;
 mod sender;
+mod state;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryHandle, RecordMetadata};
 pub use partitioner::key_partition;
 pub use record::{Acks, ProducerRecord};
-use request::magic_for;
 
 use crate::client::{topic_denied, Client};
 use crate::error::{Error, Result};
-use crate::group::TopicPartition;
-use crate::net::link::Purpose;
-use crate::net::versions::BrokerVersions;
 use crate::protocol::ApiKey;
 use crate::retry::{retry_or_last, Backoff, Step};
 use crate::KafkaCode;
-use accumulator::Batch;
-use accumulator::{Accumulator, Plan};
-use bytes::Bytes;
-use config::{ProducerConfig, SINGLE_BATCH_OVERHEAD};
-use request::{outcomes, pack, produce_error, LastError, Outcome};
-use sender::{Sent, Work};
+use accumulator::Accumulator;
+use broker::Settings;
+use config::SINGLE_BATCH_OVERHEAD;
+use state::Shared;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 impl Client {
@@ -47,23 +45,18 @@ impl Client {
     }
 }
 
-/// What [`Producer::prepare`] makes of a plan: requests per broker, batches refused for good
-/// (with the one error that refused them) and batches whose broker could not be reached.
-type Prepared = (
-    Vec<Work>,
-    Vec<(Vec<TopicPartition>, Error)>,
-    Vec<(TopicPartition, LastError)>,
-);
-
-/// A simple, blocking producer: enough for batch jobs, tests and demos.
+/// A producer with a blocking API and its network work in the background, as Java's
+/// `KafkaProducer` and librdkafka's producer have.
 ///
-/// [`Producer::send`] only appends a record to its partition's pending batch; the network is
-/// touched when a batch reaches `batch.size` (then every pending batch led by the same broker
-/// goes out in one ProduceRequest, the way Java's sender drains a ready node), when `linger.ms`
-/// has passed, and at [`Producer::flush`], which sends everything and waits for the
-/// acknowledgements. Requests to different brokers run in parallel, one per broker at a time;
-/// a partition never has more than one batch in flight, so records of a partition are written
-/// in the order they were sent, retries included.
+/// [`Producer::send`] appends a record to its partition's pending batch and returns at once
+/// (it blocks only for a topic's first metadata, and while `buffer.memory` is full, each up to
+/// `max.block.ms`). A sender thread sends a batch when it is full (`batch.size`) or has waited
+/// `linger.ms` (5 ms by default) since its first record, so a producer that never calls
+/// [`flush`](Producer::flush) still gets its records out: Kafka's meaning of `linger.ms`.
+/// Each leader broker gets a thread and a connection of its own, with up to
+/// `max.in.flight.requests.per.connection` (5) Produce requests outstanding, so that batching,
+/// the network and the broker overlap. A partition never has more than one batch in flight,
+/// so records of a partition are written in the order they were sent, retries included.
 ///
 /// Partitioning follows Java's default partitioner: an explicit partition wins, a key picks
 /// `toPositive(murmur2(key)) % partitions` (so the same key lands on the same partition as
@@ -75,15 +68,15 @@ type Prepared = (
 /// metadata and retry; other retriable codes retry after `retry.backoff.ms`; both stop at
 /// `retries` or `delivery.timeout.ms`. A lost connection also refreshes and retries. Delivery
 /// is at least once: a batch whose acknowledgement was lost is sent again (idempotence, which
-/// needs InitProducerId, is not implemented).
+/// needs InitProducerId, is not implemented yet).
 ///
 /// Each record's result comes back on its own: `send` returns a [`DeliveryHandle`] (Java's
 /// `Future<RecordMetadata>`, librdkafka's per-message delivery report), which gives the
 /// record's partition, offset and timestamp ([`RecordMetadata`]) once its batch is
-/// acknowledged, or the error its batch failed with for good. Every record sent before a
-/// `flush` has its result when `flush` returns, and `flush` returns an error
-/// ([`Error::Delivery`]) when any record since the previous `flush` failed, so no failure
-/// goes unnoticed by a caller that keeps no handles.
+/// acknowledged, or the error its batch failed with for good; [`DeliveryHandle::wait`]
+/// blocks for it. Every record sent before a `flush` has its result when `flush` returns,
+/// and `flush` returns an error ([`Error::Delivery`]) when any record since the previous
+/// `flush` failed, so no failure goes unnoticed by a caller that keeps no handles.
 ///
 /// Brokers before 0.11 (Produce below v3) get legacy message sets: magic 1 for Produce v2,
 /// magic 0 for v0 and v1; record headers need Produce v3 and zstd Produce v7.
@@ -95,28 +88,18 @@ type Prepared = (
 /// let client = Client::builder().bootstrap_servers("localhost:9092").build()?;
 /// let mut producer = client.producer().acks(Acks::All).build()?;
 /// let handle = producer.send(ProducerRecord::new("events", "hello").key("user-1"))?;
-/// producer.flush()?;
-/// // flush returned Ok: every record sent before it was written.
-/// if let Some(Ok(written)) = handle.try_result() {
-///     println!("{}-{} at offset {:?}", written.topic, written.partition, written.offset);
-/// }
-/// # Ok::<(), kafka_group::Error>(())
+/// // Sent within linger.ms (5 ms) in the background; wait for this one record:
+/// let written = handle.wait().map_err(|e| e.to_string())?;
+/// println!("{}-{} at offset {:?}", written.topic, written.partition, written.offset);
+/// producer.flush()?; // waits for every record sent before it
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct Producer {
     client: Client,
-    config: ProducerConfig,
-    /// `retry.backoff.ms`: the producer's own, or the client's.
-    retry_backoff: Duration,
-    acc: Accumulator,
-    broker_timeout_ms: i32,
-    /// Records that failed for good since the last `flush` reported them, and the first
-    /// error among them.
-    failed: usize,
-    first_failure: Option<Arc<Error>>,
-    metadata_at: Option<Instant>,
-    /// Creation time of the oldest pending batch (for `linger.ms`), maybe earlier than true.
-    oldest: Option<Instant>,
+    settings: Arc<Settings>,
+    shared: Arc<Shared>,
+    sender: Option<JoinHandle<()>>,
 }
 
 impl Producer {
@@ -125,53 +108,94 @@ impl Producer {
         ProducerBuilder::new(client)
     }
 
+    /// A producer with its sender thread running; `settings` are validated.
+    fn start(client: Client, settings: Settings) -> Result<Producer> {
+        let settings = Arc::new(settings);
+        let shared = Shared::new(Accumulator::new(settings.config.batch_limit()));
+        let sender = {
+            let (client, shared, settings) = (client.clone(), Arc::clone(&shared), Arc::clone(&settings));
+            std::thread::Builder::new()
+                .name("kafka-producer-sender".into())
+                .spawn(move || sender::run(client, shared, settings))
+                .map_err(|e| Error::Io {
+                    addr: "the producer's sender thread".into(),
+                    source: e,
+                })?
+        };
+        Ok(Producer {
+            client,
+            settings,
+            shared,
+            sender: Some(sender),
+        })
+    }
+
     /// Records sent and not yet acknowledged (or failed).
     pub fn pending(&self) -> usize {
-        self.acc.pending
+        self.shared.lock().acc.pending
     }
 
     /// Appends `record` to its partition's batch and returns its [`DeliveryHandle`] (Java's
     /// `KafkaProducer::send` returning a `Future<RecordMetadata>`; rdkafka's `send_result`).
-    /// Blocks only to fetch a topic's metadata the first time (up to `max.block.ms`) and, when
-    /// a batch becomes full (or `linger.ms` has passed), to send batches and wait for their
-    /// acknowledgements, with retries; what becomes of those batches goes to their records'
-    /// handles (and to the next [`flush`](Self::flush)), never to this call.
+    /// Returns at once, unless it must wait (each up to `max.block.ms`) for the topic's
+    /// metadata, the first time the topic is written to, or for room in `buffer.memory`. The
+    /// sender thread sends the batch when it is full or `linger.ms` has passed; what becomes
+    /// of it goes to its records' handles (and to the next [`flush`](Self::flush)), never to
+    /// a later `send`.
     ///
     /// An error means this record was refused before it was queued (nothing of it is sent and
     /// it has no handle): a topic name Kafka cannot have, a record larger than
-    /// `max.request.size` ([`Error::RecordTooLarge`]), a partition the topic does not have, or
-    /// a topic whose metadata did not come within `max.block.ms` (it does not exist, or the
-    /// principal may not describe it: [`Error::Authorization`] from Metadata). Java reports
-    /// these through the future; rdkafka, like this call, at once.
+    /// `max.request.size` or `buffer.memory` ([`Error::RecordTooLarge`]), a partition the
+    /// topic does not have, a topic whose metadata did not come within `max.block.ms` (it
+    /// does not exist, or the principal may not describe it: [`Error::Authorization`] from
+    /// Metadata), `buffer.memory` full for `max.block.ms` ([`Error::BufferFull`]). Java
+    /// reports these through the future; rdkafka, like this call, at once.
     pub fn send(&mut self, record: ProducerRecord) -> Result<DeliveryHandle> {
         let size = record.size();
-        if size + SINGLE_BATCH_OVERHEAD > self.config.max_request_size {
+        let settings = Arc::clone(&self.settings);
+        let config = &settings.config;
+        if size + SINGLE_BATCH_OVERHEAD > config.max_request_size {
             return Err(Error::RecordTooLarge {
                 topic: record.topic,
                 size,
-                max: self.config.max_request_size,
+                max: config.max_request_size,
                 property: "max.request.size",
             });
         }
-        if !self.acc.topics.contains_key(&record.topic) {
+        if size > config.buffer_memory {
+            return Err(Error::RecordTooLarge {
+                topic: record.topic,
+                size,
+                max: config.buffer_memory,
+                property: "buffer.memory",
+            });
+        }
+        let known = self.shared.lock().acc.topics.contains_key(&record.topic);
+        if !known {
             // Before any request: a name Kafka cannot have would only come back as a broker
             // error after max.block.ms of metadata retries.
             crate::names::check_topic("ProducerRecord::topic", &record.topic)?;
             self.add_topic(&record.topic)?;
         }
-        let now = Instant::now();
-        let (_, closed, handle) = self.acc.append(record, size, now)?;
-        if self.oldest.is_none() {
-            self.oldest = Some(now);
+        let mut st = self.shared.lock();
+        if st.acc.buffered + size > config.buffer_memory {
+            let deadline = crate::deadline::after(config.max_block);
+            while st.acc.buffered + size > config.buffer_memory {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::BufferFull {
+                        buffer_memory: config.buffer_memory,
+                        waited: config.max_block,
+                    });
+                }
+                st = self.shared.wait(&self.shared.settled, st, left);
+            }
         }
-        if closed {
-            self.ship(true);
-        } else if !self.config.linger.is_zero()
-            && self
-                .oldest
-                .is_some_and(|o| now.saturating_duration_since(o) >= self.config.linger)
-        {
-            self.ship(false);
+        let (_, closed, handle) = st.acc.append(record, size, Instant::now())?;
+        drop(st);
+        // A batch full, or a new one whose linger the broker threads must start timing.
+        if closed || handle.is_first() {
+            self.shared.work.notify_all();
         }
         Ok(handle)
     }
@@ -185,70 +209,140 @@ impl Producer {
         records.into_iter().map(|r| self.send(r)).collect()
     }
 
-    /// Sends every pending batch, one ProduceRequest per leader broker at a time, and waits for
-    /// the acknowledgements, retrying as configured (Java's `KafkaProducer::flush`, rdkafka's
+    /// Sends every pending batch at once, whatever `linger.ms` says, and waits for the
+    /// acknowledgements, retrying as configured (Java's `KafkaProducer::flush`, rdkafka's
     /// `flush`). When it returns, every record sent before it has its result in its
-    /// [`DeliveryHandle`].
+    /// [`DeliveryHandle`]; it takes at most about `delivery.timeout.ms`, after which pending
+    /// records fail.
     ///
     /// Returns [`Error::Delivery`] when any record since the previous `flush` failed for good
-    /// (including records of batches that a full `batch.size` sent during `send`): how many,
-    /// and the first error; each record's own error is in its handle. The other batches have
-    /// been sent all the same.
+    /// (including records whose batches were sent in the background before this call): how
+    /// many, and the first error; each record's own error is in its handle. The other batches
+    /// have been sent all the same.
     pub fn flush(&mut self) -> Result<()> {
-        self.ship(false);
-        match self.first_failure.take() {
+        self.flush_within(Duration::MAX);
+        self.take_failures()
+    }
+
+    /// Flushes for up to `timeout`; whether everything was settled.
+    fn flush_within(&self, timeout: Duration) -> bool {
+        let deadline = crate::deadline::after(timeout);
+        let mut st = self.shared.lock();
+        st.flushing += 1;
+        self.shared.work.notify_all();
+        let mut done = st.acc.pending == 0;
+        while !done {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // Also woken by every settled batch; the bound only guards against a lost wakeup.
+            st = self
+                .shared
+                .wait(&self.shared.settled, st, left.min(Duration::from_millis(100)));
+            done = st.acc.pending == 0;
+        }
+        st.flushing -= 1;
+        done
+    }
+
+    /// The failures since the last report, as [`Error::Delivery`].
+    fn take_failures(&self) -> Result<()> {
+        let mut st = self.shared.lock();
+        match st.first_failure.take() {
             Some(first) => Err(Error::Delivery {
-                failed: std::mem::take(&mut self.failed),
+                failed: std::mem::take(&mut st.failed),
                 first,
             }),
             None => Ok(()),
         }
     }
 
-    /// Flushes and drops the producer (the client and its connections stay).
-    pub fn close(mut self) -> Result<()> {
-        self.flush()
+    /// Flushes, stops the background threads and drops the producer (the client and its
+    /// connections stay): Java's `close()`. The same as [`close_timeout`](Self::close_timeout)
+    /// without a limit, so at most about `delivery.timeout.ms`.
+    pub fn close(self) -> Result<()> {
+        self.close_timeout(Duration::MAX)
+    }
+
+    /// Flushes for up to `timeout`, then stops the background threads: records not settled
+    /// by then fail with [`Error::Closed`] (a request in flight may still be written by the
+    /// broker). Returns [`Error::Delivery`] when any record since the last `flush` failed,
+    /// those included. Java's `close(Duration)`.
+    pub fn close_timeout(mut self, timeout: Duration) -> Result<()> {
+        if !self.flush_within(timeout) {
+            log::warn!(
+                "producer closed with {} record(s) not acknowledged after {timeout:?}; they fail",
+                self.pending()
+            );
+        }
+        self.stop();
+        self.take_failures()
+    }
+
+    /// Stops the threads; every record still pending fails with [`Error::Closed`].
+    fn stop(&mut self) {
+        let Some(sender) = self.sender.take() else {
+            return;
+        };
+        {
+            let mut st = self.shared.lock();
+            st.stop = true;
+            let closed = Arc::new(Error::Closed);
+            for b in st.acc.drain_waiting() {
+                st.fail(&b, &closed);
+            }
+        }
+        self.shared.work.notify_all();
+        let _ = sender.join();
+        // The broker threads failed what they had in flight; nothing is left.
+        let mut st = self.shared.lock();
+        let closed = Arc::new(Error::Closed);
+        for b in st.acc.drain_waiting() {
+            st.fail(&b, &closed);
+        }
+        drop(st);
+        self.shared.settled.notify_all();
     }
 
     /// Fetches a topic's metadata, waiting up to `max.block.ms` for it to exist with leaders.
     fn add_topic(&mut self, topic: &str) -> Result<()> {
-        let deadline = crate::deadline::after(self.config.max_block);
+        let deadline = crate::deadline::after(self.settings.config.max_block);
         // At least 10 ms apart, whatever retry.backoff.ms says, not to spin on the metadata.
-        let backoff = Backoff::fixed(self.retry_backoff.max(Duration::from_millis(10)));
+        let backoff = Backoff::fixed(self.settings.retry_backoff.max(Duration::from_millis(10)));
         // `max.block.ms` ends with the last answer itself (e.g. UNKNOWN_TOPIC_OR_PARTITION, which
         // a caller can match on), not a timeout around it; `what` serves only if there is none.
         let what = || format!("waiting for the metadata of topic {topic}");
         retry_or_last(deadline, backoff, what, || {
             // Each lookup ends by `max.block.ms` too, not a whole request.timeout.ms after it.
             let e = match self.client.refresh_metadata_by(Some(&[topic]), deadline) {
-                Ok(meta) => {
-                    self.metadata_at = Some(Instant::now());
-                    match meta.topics.get(topic) {
-                        Some(t) if !t.error.is_error() && !t.partitions.is_empty() => {
-                            // The other topics first: `update` would apply this one again.
-                            self.acc.update(&meta);
-                            self.acc.add_topic(t, &meta);
-                            return Ok(Step::Done(()));
-                        }
-                        Some(t) => match topic_denied(&meta, topic) {
-                            Some(denied) => denied,
-                            None => Error::Kafka {
-                                api: ApiKey::Metadata,
-                                code: if t.error.is_error() {
-                                    t.error
-                                } else {
-                                    KafkaCode::LeaderNotAvailable
-                                },
-                                message: Some(format!("topic {topic}")),
-                            },
-                        },
+                Ok(meta) => match meta.topics.get(topic) {
+                    Some(t) if !t.error.is_error() && !t.partitions.is_empty() => {
+                        let mut st = self.shared.lock();
+                        st.metadata_at = Some(Instant::now());
+                        // The other topics first: `update` would apply this one again.
+                        st.acc.update(&meta);
+                        st.acc.add_topic(t, &meta);
+                        return Ok(Step::Done(()));
+                    }
+                    Some(t) => match topic_denied(&meta, topic) {
+                        Some(denied) => denied,
                         None => Error::Kafka {
                             api: ApiKey::Metadata,
-                            code: KafkaCode::UnknownTopicOrPartition,
-                            message: Some(format!("topic {topic}: not in the metadata response")),
+                            code: if t.error.is_error() {
+                                t.error
+                            } else {
+                                KafkaCode::LeaderNotAvailable
+                            },
+                            message: Some(format!("topic {topic}")),
                         },
-                    }
-                }
+                    },
+                    None => Error::Kafka {
+                        api: ApiKey::Metadata,
+                        code: KafkaCode::UnknownTopicOrPartition,
+                        message: Some(format!("topic {topic}: not in the metadata response")),
+                    },
+                },
                 Err(e) => e,
             };
             let retriable = match &e {
@@ -262,291 +356,27 @@ impl Producer {
             Ok(Step::Retry(e))
         })
     }
-
-    /// Refreshes the metadata of every topic with pending records; a failure is logged and the
-    /// old metadata kept (the next round retries).
-    fn refresh(&mut self) {
-        let names: Vec<&str> = self.acc.topics.keys().map(String::as_str).collect();
-        match self.client.refresh_metadata(Some(&names)) {
-            Ok(meta) => {
-                self.metadata_at = Some(Instant::now());
-                self.acc.update(&meta);
-            }
-            Err(e) => log::debug!("producer: metadata refresh failed: {e}"),
-        }
-    }
-
-    /// Sends batches until none is left (a flush) or, with `only_closed`, until no closed batch
-    /// is left. Each batch's result goes to its handles; failures are also counted for `flush`.
-    fn ship(&mut self, only_closed: bool) {
-        loop {
-            if !self
-                .metadata_at
-                .is_some_and(|at| at.elapsed() < self.config.metadata_max_age)
-            {
-                self.refresh();
-            }
-            let now = Instant::now();
-            for (tp, mut b) in self.acc.expire(self.config.delivery_timeout, now) {
-                let what = format!(
-                    "Produce of {} record(s) to {tp}: delivery.timeout.ms ({} ms) passed after {} attempt(s)",
-                    b.records.len(),
-                    self.config.delivery_timeout.as_millis(),
-                    b.attempts
-                );
-                let last = b
-                    .last_error
-                    .take()
-                    .unwrap_or_else(|| LastError::Other("never acknowledged".into()));
-                self.fail(&b, &failure(last.into_timeout(what)));
-            }
-            if only_closed && !self.acc.has_closed() {
-                break;
-            }
-            if self.acc.oldest().is_none() {
-                break;
-            }
-            let (plan, leaderless, wake) = self.acc.plan(only_closed, now);
-            if plan.is_empty() {
-                if leaderless {
-                    self.refresh();
-                }
-                // Never past the oldest batch's delivery.timeout.ms, which a retry.backoff.ms
-                // longer than it would otherwise sleep through.
-                let expiry = self
-                    .acc
-                    .oldest()
-                    .map(|o| crate::deadline::at(o, self.config.delivery_timeout));
-                let until = wake.unwrap_or_else(|| crate::deadline::at(now, self.retry_backoff));
-                let until = expiry.map_or(until, |e| until.min(e));
-                let pause = until
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1));
-                std::thread::sleep(pause);
-                continue;
-            }
-            let (works, refused, unreachable) = self.prepare(plan);
-            for (tps, e) in refused {
-                let e = failure(e);
-                for tp in &tps {
-                    if let Some(b) = self.acc.pop(tp) {
-                        self.fail(&b, &e);
-                    }
-                }
-                for tp in tps.iter().skip(1) {
-                    log::warn!("producer: {tp}: failed for the same reason");
-                }
-            }
-            let mut refresh = leaderless;
-            for (tp, why) in unreachable {
-                refresh |= self.settle(
-                    &tp,
-                    Outcome::Retry {
-                        refresh: true,
-                        error: why,
-                    },
-                );
-            }
-            for sent in sender::execute(&self.client, self.config.acks, works) {
-                let (tps, result) = match sent {
-                    Sent::Answered(tps, result) => (tps, result),
-                    Sent::Skipped(tps, why) => {
-                        for tp in &tps {
-                            refresh |= self.settle(
-                                tp,
-                                Outcome::Retry {
-                                    refresh: true,
-                                    error: why.clone(),
-                                },
-                            );
-                        }
-                        continue;
-                    }
-                };
-                match result {
-                    Ok(Some(resp)) => {
-                        if resp.throttle_time_ms > 0 {
-                            log::debug!("producer: throttled for {} ms", resp.throttle_time_ms);
-                        }
-                        for (tp, o) in tps.iter().zip(outcomes(&resp, &tps)) {
-                            refresh |= self.settle(tp, o);
-                        }
-                    }
-                    Ok(None) => {
-                        // acks=0: written, as far as anyone will know, at no known offset.
-                        for tp in &tps {
-                            self.settle(
-                                tp,
-                                Outcome::Acked {
-                                    base_offset: -1,
-                                    log_append_time: -1,
-                                },
-                            );
-                        }
-                    }
-                    Err(e) if e.is_unreachable() => {
-                        for tp in &tps {
-                            refresh |= self.settle(
-                                tp,
-                                Outcome::Retry {
-                                    refresh: true,
-                                    error: LastError::of(&e),
-                                },
-                            );
-                        }
-                    }
-                    Err(e) => {
-                        // Not about one partition (an unsupported version, an encoding
-                        // error): every batch of the request fails with it.
-                        let e = failure(e);
-                        for tp in &tps {
-                            if let Some(b) = self.acc.pop(tp) {
-                                self.fail(&b, &e);
-                            }
-                        }
-                    }
-                }
-            }
-            if refresh {
-                self.refresh();
-            }
-        }
-        self.oldest = self.acc.oldest();
-    }
-
-    /// Settles a batch that failed for good: its records' handles get `e`, and `flush` will
-    /// report it.
-    fn fail(&mut self, b: &Batch, e: &Arc<Error>) {
-        b.delivery.failed(Arc::clone(e));
-        self.failed += b.records.len();
-        if self.first_failure.is_none() {
-            self.first_failure = Some(Arc::clone(e));
-        }
-    }
-
-    /// Applies one partition's outcome; returns whether the metadata should be refreshed.
-    fn settle(&mut self, tp: &TopicPartition, outcome: Outcome) -> bool {
-        match outcome {
-            Outcome::Acked {
-                base_offset,
-                log_append_time,
-            } => {
-                if let Some(b) = self.acc.pop(tp) {
-                    b.delivery.acked(base_offset, log_append_time);
-                }
-                false
-            }
-            Outcome::Failed(e) => {
-                if let Some(b) = self.acc.pop(tp) {
-                    self.fail(&b, &failure(e));
-                }
-                false
-            }
-            Outcome::Retry { refresh, error } => {
-                let retries = self.config.retries;
-                let backoff = self.retry_backoff;
-                let Some(b) = self.acc.front_mut(tp) else {
-                    return refresh;
-                };
-                b.attempts += 1;
-                log::debug!("producer: {tp} attempt {} failed: {error}; retrying", b.attempts);
-                if b.attempts > retries {
-                    let attempts = b.attempts;
-                    let e = match error {
-                        LastError::Code(code, message) => produce_error(tp, code, message),
-                        other => other.into_timeout(format!(
-                            "Produce to {tp}: {attempts} attempt(s) failed ({retries} retries allowed)"
-                        )),
-                    };
-                    if let Some(b) = self.acc.pop(tp) {
-                        self.fail(&b, &failure(e));
-                    }
-                    return false;
-                }
-                b.retry_at = Some(crate::deadline::after(backoff));
-                b.last_error = Some(error);
-                refresh
-            }
-        }
-    }
-
-    /// Encodes the planned batches for each leader's Produce version and packs them into
-    /// requests of at most `max.request.size`. Batches that cannot be sent to that broker at
-    /// all (headers to a pre-0.11 broker, …) come back as errors, still queued; so do the
-    /// batches of a broker that cannot be reached for its versions, to be retried.
-    fn prepare(&mut self, plan: Plan) -> Prepared {
-        let mut works = Vec::new();
-        let mut refused = Vec::new();
-        let mut unreachable = Vec::new();
-        let conn = self.client.connection_config();
-        for (leader, tps) in plan {
-            let versions: Result<(i16, BrokerVersions)> = self
-                .client
-                .broker_versions_for(Purpose::Produce, leader)
-                .and_then(|bv| conn.pick_version(ApiKey::Produce, &bv).map(|v| (v, bv)));
-            let (version, bv) = match versions {
-                Ok(v) => v,
-                Err(e) if e.is_unreachable() => {
-                    let why = LastError::of(&e);
-                    unreachable.extend(tps.into_iter().map(|tp| (tp, why.clone())));
-                    continue;
-                }
-                Err(e) => {
-                    // No Produce version in common: nothing will change that. One error for
-                    // all of the broker's partitions, as only the first error is returned.
-                    refused.push((tps, e));
-                    continue;
-                }
-            };
-            let magic = magic_for(version);
-            let compression = self.config.compression;
-            let mut encoded: Vec<(TopicPartition, Bytes)> = Vec::new();
-            for tp in tps {
-                match self.acc.encode_front(&tp, compression, magic, &bv) {
-                    Some(Ok(bytes)) => encoded.push((tp, bytes)),
-                    Some(Err(e)) => refused.push((vec![tp], e)),
-                    None => {}
-                }
-            }
-            let requests = pack(
-                encoded,
-                self.config.max_request_size,
-                self.config.acks,
-                self.broker_timeout_ms,
-            );
-            if !requests.is_empty() {
-                works.push(Work {
-                    leader,
-                    version,
-                    requests,
-                });
-            }
-        }
-        (works, refused, unreachable)
-    }
 }
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        if self.acc.pending > 0 {
+        if self.sender.is_none() {
+            return;
+        }
+        let pending = self.pending();
+        if pending > 0 {
             log::warn!(
-                "producer dropped with {} record(s) not acknowledged; call flush() or close() first",
-                self.acc.pending
+                "producer dropped with {pending} record(s) not acknowledged; call flush() or close() first"
             );
         }
+        self.stop();
     }
-}
-
-/// Logs a final failure (once, whatever the number of batches it fails) and makes it
-/// shareable by their handles.
-fn failure(e: Error) -> Arc<Error> {
-    log::warn!("producer: {e}");
-    Arc::new(e)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::group::TopicPartition;
     use crate::records::Compression;
     use request::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
 
@@ -641,7 +471,13 @@ mod tests {
         let script = script_with_topic(2);
         script.on::<ProduceRequest>(|req, _| Answer::Reply(answer_p0_written_p1_too_large(req)));
         let client = scripted_client(&script);
-        let mut p = client.producer().build().unwrap();
+        // A linger longer than the test: only the flush sends.
+        let mut p = client
+            .producer()
+            .linger(Duration::from_secs(3600))
+            .delivery_timeout(Duration::from_secs(7200))
+            .build()
+            .unwrap();
         let to = |partition| ProducerRecord::new("t", "v").partition(partition).timestamp(7);
         let ok: Vec<DeliveryHandle> = (0..3).map(|_| p.send(to(0)).unwrap()).collect();
         let bad: Vec<DeliveryHandle> = p.send_many([to(1), to(1)]).unwrap();
@@ -669,17 +505,16 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_while_send_ships_full_batches_reaches_the_handle_and_the_next_flush() {
+    fn records_go_out_after_linger_without_flush_and_failures_reach_the_handle_and_the_next_flush() {
         let script = script_with_topic(2);
         script.on::<ProduceRequest>(|req, _| Answer::Reply(answer_p0_written_p1_too_large(req)));
         let client = scripted_client(&script);
-        // batch.size 0: every record fills its batch, so send itself sends it.
-        let mut p = client.producer().batch_size(0).build().unwrap();
+        // Neither batch fills: only linger.ms (the default 5 ms) sends them.
+        let mut p = client.producer().build().unwrap();
         let bad = p.send(ProducerRecord::new("t", "v").partition(1)).unwrap();
-        assert!(bad.is_done(), "sent during send");
         let good = p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
-        assert_eq!(good.try_result().unwrap().unwrap().offset, Some(100));
-        let e = bad.try_result().unwrap().unwrap_err();
+        assert_eq!(good.wait().unwrap().offset, Some(100));
+        let e = bad.wait().unwrap_err();
         assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge));
         match p.flush() {
             Err(Error::Delivery { failed: 1, first }) => assert!(Arc::ptr_eq(&first, &e)),
@@ -758,15 +593,17 @@ mod tests {
     #[test]
     fn configuration_is_checked_before_any_network_call() {
         let p = builder().build().unwrap();
-        assert_eq!(p.config.acks, Acks::All);
-        assert_eq!(p.config.compression, Compression::None);
-        assert_eq!(p.config.batch_size, 16384);
-        assert_eq!(p.config.linger, Duration::ZERO);
-        assert_eq!(p.config.delivery_timeout, Duration::from_secs(120));
-        assert_eq!(p.config.max_request_size, 1 << 20);
-        assert_eq!(p.retry_backoff, Duration::from_millis(100));
+        assert_eq!(p.settings.config.acks, Acks::All);
+        assert_eq!(p.settings.config.compression, Compression::None);
+        assert_eq!(p.settings.config.batch_size, 16384);
+        assert_eq!(p.settings.config.linger, Duration::from_millis(5));
+        assert_eq!(p.settings.config.buffer_memory, 32 << 20);
+        assert_eq!(p.settings.config.max_in_flight, 5);
+        assert_eq!(p.settings.config.delivery_timeout, Duration::from_secs(120));
+        assert_eq!(p.settings.config.max_request_size, 1 << 20);
+        assert_eq!(p.settings.retry_backoff, Duration::from_millis(100));
         // 90% of the client's 30 s request.timeout.ms.
-        assert_eq!(p.broker_timeout_ms, 27_000);
+        assert_eq!(p.settings.broker_timeout_ms, 27_000);
         let property = |b: ProducerBuilder| match b.build() {
             Err(Error::Config { property, .. }) => property,
             other => panic!("{other:?}"),
@@ -794,7 +631,7 @@ mod tests {
             .compression(Compression::Lz4)
             .batch_size(0)
             .retries(0)
-            .delivery_timeout(Duration::from_secs(30))
+            .delivery_timeout(Duration::from_secs(31))
             .build()
             .is_ok());
     }
@@ -807,7 +644,7 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(
-            client.producer().build().unwrap().retry_backoff,
+            client.producer().build().unwrap().settings.retry_backoff,
             Duration::from_millis(250)
         );
         let p = client
@@ -815,7 +652,7 @@ mod tests {
             .retry_backoff(Duration::from_millis(7))
             .build()
             .unwrap();
-        assert_eq!(p.retry_backoff, Duration::from_millis(7));
+        assert_eq!(p.settings.retry_backoff, Duration::from_millis(7));
         // The client keeps its own.
         assert_eq!(client.retry_backoff(), Duration::from_millis(250));
     }
@@ -880,7 +717,7 @@ mod tests {
         assert!(e.to_string().contains("max.request.size 1000"), "{e}");
         // The batch limit leaves room for the request around it.
         assert_eq!(
-            p.config.batch_limit(),
+            p.settings.config.batch_limit(),
             1000 - REQUEST_OVERHEAD - PARTITION_OVERHEAD - crate::records::BATCH_HEADER
         );
     }

@@ -1,91 +1,89 @@
-//! The network side of a round: each leader's requests in order, leaders in parallel.
-//!
-//! The two calls that put a Produce request on a connection are in [`run_work`].
+//! The producer's background thread: what Java's `Sender` and librdkafka's main thread do
+//! beside the network. It keeps the metadata of the topics written to fresh (when a broker
+//! thread found it stale, when a partition has no leader, and every `metadata.max.age.ms`),
+//! fails batches past `delivery.timeout.ms`, and starts one [`broker`](super::broker) thread
+//! per leader as soon as a batch waits for it. On stop it stops them and waits for them.
 
-use super::record::Acks;
-use super::request::{magic_for, LastError};
+use super::broker::{self, Settings};
+use super::state::Shared;
 use crate::client::Client;
-use crate::error::Result;
-use crate::group::TopicPartition;
-use crate::net::link::Purpose;
-use crate::protocol::messages::{ProduceRequest, ProduceResponse};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-/// One broker's share of a round: requests in order, each with the partitions it carries.
-pub(super) struct Work {
-    pub(super) leader: i32,
-    pub(super) version: i16,
-    pub(super) requests: Vec<(ProduceRequest, Vec<TopicPartition>)>,
-}
+/// The longest the thread sleeps when nothing is due: only bounds how soon it notices a stop
+/// that nobody announced (every change notifies it).
+const IDLE: Duration = Duration::from_secs(1);
 
-/// What became of one request, with the partitions it carries.
-pub(super) enum Sent {
-    /// Sent: the response (`None` for `acks=0`) or the error that stopped it.
-    Answered(Vec<TopicPartition>, Result<Option<ProduceResponse>>),
-    /// Not sent, because the broker's connection broke on an earlier request of the round;
-    /// how it broke.
-    Skipped(Vec<TopicPartition>, LastError),
-}
-
-/// Sends a broker's requests one after the other; after a broken connection the rest are
-/// reported as skipped, not sent.
-pub(super) fn run_work(client: &Client, acks: Acks, work: Work) -> Vec<Sent> {
-    let mut out = Vec::with_capacity(work.requests.len());
-    let mut broken: Option<LastError> = None;
-    for (req, tps) in work.requests {
-        if let Some(why) = &broken {
-            out.push(Sent::Skipped(tps, why.clone()));
+/// Runs until the producer stops.
+pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) {
+    let mut brokers: HashMap<i32, JoinHandle<()>> = HashMap::new();
+    // When a refresh found a partition still without a leader: the next waits a backoff.
+    let mut leaderless_since: Option<Instant> = None;
+    let config = &settings.config;
+    let mut st = shared.lock();
+    while !st.stop {
+        let now = Instant::now();
+        st.expire(config.delivery_timeout, now);
+        let (leaders, leaderless) = st.acc.leaders_with_work();
+        for id in leaders {
+            if brokers.contains_key(&id) {
+                continue;
+            }
+            let (client, shared, settings) = (client.clone(), Arc::clone(&shared), Arc::clone(&settings));
+            let spawned = std::thread::Builder::new()
+                .name(format!("kafka-producer-broker-{id}"))
+                .spawn(move || broker::run(id, client, shared, settings));
+            match spawned {
+                Ok(h) => {
+                    brokers.insert(id, h);
+                }
+                Err(e) => log::warn!("producer: cannot start the thread for broker {id}: {e}"),
+            }
+        }
+        let stale = st.metadata_at.map_or(true, |at| {
+            now.saturating_duration_since(at) >= config.metadata_max_age
+        });
+        let leaderless_due = leaderless
+            && leaderless_since.map_or(true, |at| {
+                now.saturating_duration_since(at) >= settings.retry_backoff
+            });
+        if (st.refresh || leaderless_due || stale) && !st.acc.topics.is_empty() {
+            st.refresh = false;
+            let names: Vec<String> = st.acc.topics.keys().cloned().collect();
+            drop(st);
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let meta = client.refresh_metadata(Some(&names));
+            st = shared.lock();
+            match meta {
+                Ok(meta) => {
+                    st.metadata_at = Some(Instant::now());
+                    st.acc.update(&meta);
+                }
+                // Kept as it was; the next round retries.
+                Err(e) => log::debug!("producer: metadata refresh failed: {e}"),
+            }
+            leaderless_since = st.acc.leaders_with_work().1.then(Instant::now);
+            shared.work.notify_all();
             continue;
         }
-        let version = work.version;
-        let check = move |v: i16| {
-            // The version was picked from the same connection's table a moment ago; a change
-            // means a reconnect to a different broker build, which the leader check after the
-            // answer covers.
-            if magic_for(v) != magic_for(version) {
-                log::warn!("Produce version changed from v{version} to v{v} between encoding and sending");
-            }
-            req
-        };
-        let result = if acks == Acks::None {
-            client
-                .send_no_response_for(Purpose::Produce, work.leader, check)
-                .map(|()| None)
-        } else {
-            client
-                .send_for(Purpose::Produce, work.leader, None, check)
-                .map(Some)
-        };
-        if let Err(e) = &result {
-            if e.is_unreachable() {
-                log::debug!(
-                    "producer: the connection to broker {} broke ({e}); the rest of its requests \
-                     this round are not sent",
-                    work.leader
-                );
-                broken = Some(LastError::of(e));
-            }
+        let mut until = now + IDLE;
+        if let Some(e) = st.acc.next_expiry(config.delivery_timeout) {
+            until = until.min(e);
         }
-        out.push(Sent::Answered(tps, result));
+        if let Some(at) = st.metadata_at {
+            until = until.min(crate::deadline::at(at, config.metadata_max_age));
+        }
+        if let Some(at) = leaderless_since.filter(|_| leaderless) {
+            until = until.min(crate::deadline::at(at, settings.retry_backoff));
+        }
+        let wait = until.saturating_duration_since(now).max(Duration::from_millis(1));
+        st = shared.wait(&shared.work, st, wait);
     }
-    out
-}
-
-/// Runs each broker's requests, brokers in parallel.
-pub(super) fn execute(client: &Client, acks: Acks, works: Vec<Work>) -> Vec<Sent> {
-    if works.len() <= 1 {
-        return works
-            .into_iter()
-            .flat_map(|w| run_work(client, acks, w))
-            .collect();
+    drop(st);
+    shared.work.notify_all();
+    for (_, h) in brokers {
+        let _ = h.join();
     }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = works
-            .into_iter()
-            .map(|w| s.spawn(move || run_work(client, acks, w)))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
 }

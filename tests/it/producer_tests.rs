@@ -206,21 +206,36 @@ fn every_acks_and_compression_round_trips() {
 }
 
 #[test]
-fn full_batches_go_out_during_send_and_keyless_records_spread() {
+fn full_batches_go_out_without_waiting_for_linger_and_keyless_records_spread() {
     const PARTITIONS: i32 = 4;
     let client = client(broker::shared().bootstrap());
     let topic = topic(&client, PARTITIONS, 1);
-    let mut producer = client.producer().batch_size(2048).build().unwrap();
+    // A linger longer than the test: only full batches go before the flush.
+    let mut producer = client
+        .producer()
+        .batch_size(2048)
+        .linger(Duration::from_secs(3600))
+        .delivery_timeout(Duration::from_secs(7200))
+        .build()
+        .unwrap();
     let value = Bytes::from(vec![b'x'; 100]);
     let mut handles = Vec::new();
     for _ in 0..1000 {
         handles.push(producer.send(ProducerRecord::new(&topic, value.clone())).unwrap());
     }
-    // About 16 records fill a 2 KiB batch: all but the last few batches have already gone.
+    // About 16 records fill a 2 KiB batch: all but the last batch have gone, in the
+    // background, and are acknowledged without a flush.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while producer.pending() >= 100 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(producer.pending() < 100, "{} pending", producer.pending());
     let early = handles.iter().filter(|h| h.is_done()).count();
     assert!(early > 900, "only {early} results before flush");
+    // The open batch waits for linger.ms (an hour) or the flush.
+    assert!(!handles[999].is_done(), "the last record's batch is not full");
     producer.flush().unwrap();
+    assert!(handles[999].is_done());
     let got = fetch_topic(&client, &topic, PARTITIONS);
     assert_eq!(got.values().map(Vec::len).sum::<usize>(), 1000);
     // Sticky partitioning moves on with each batch, so every partition gets some.
@@ -252,21 +267,35 @@ fn full_batches_go_out_during_send_and_keyless_records_spread() {
 fn linger_sends_without_a_flush() {
     let client = client(broker::shared().bootstrap());
     let topic = topic(&client, 1, 1);
-    let mut producer = client
+    // The default linger.ms (5 ms): nothing but the send is called.
+    let mut producer = client.producer().build().unwrap();
+    let first = producer.send(ProducerRecord::new(&topic, "first")).unwrap();
+    let written = first
+        .wait_timeout(Duration::from_secs(30))
+        .expect("acknowledged without a flush")
+        .unwrap();
+    assert_eq!(written.offset, Some(0));
+    assert_eq!(producer.pending(), 0);
+    // A longer linger holds the record that long, and no longer.
+    let mut lingering = client
         .producer()
-        .linger(Duration::from_millis(50))
+        .linger(Duration::from_millis(300))
         .build()
         .unwrap();
-    producer.send(ProducerRecord::new(&topic, "first")).unwrap();
-    assert_eq!(producer.pending(), 1);
-    std::thread::sleep(Duration::from_millis(60));
-    producer.send(ProducerRecord::new(&topic, "second")).unwrap();
-    assert_eq!(
-        producer.pending(),
-        0,
-        "the second send found a batch older than linger.ms"
+    let sent = Instant::now();
+    let second = lingering.send(ProducerRecord::new(&topic, "second")).unwrap();
+    assert!(
+        second.wait_timeout(Duration::from_millis(100)).is_none(),
+        "sent before linger.ms"
+    );
+    assert_eq!(second.wait().unwrap().offset, Some(1));
+    assert!(
+        sent.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        sent.elapsed()
     );
     assert_eq!(fetch_all(&client, &topic, 0).len(), 2);
+    // Dropped without flush or close, both producers' records stayed written.
 }
 
 #[test]
