@@ -411,11 +411,6 @@ impl Fetcher {
     pub fn disconnect(&mut self, broker: i32) {
         self.conns.remove(&broker);
     }
-
-    /// Drops every connection.
-    pub fn clear(&mut self) {
-        self.conns.clear();
-    }
 }
 
 #[cfg(test)]
