@@ -651,13 +651,14 @@ impl Consumer {
             targets.iter().map(|(t, s)| (&t.tp, *s)).collect();
         let mut failure = None;
         for (tp, outcome) in parts {
-            let current = stamps
-                .get(&tp)
-                .is_some_and(|&s| self.buffer.is_current(&tp, s))
+            let current = stamps.get(&tp).is_some_and(|&s| self.buffer.is_current(&tp, s))
                 && self.positions.is_assigned(&tp)
                 && !self.positions.is_paused(&tp);
             if !current {
-                log::debug!("{}: {tp}: dropping an answer fetched before a pause, seek or rebalance", self.ctx());
+                log::debug!(
+                    "{}: {tp}: dropping an answer fetched before a pause, seek or rebalance",
+                    self.ctx()
+                );
                 continue;
             }
             match outcome {
@@ -739,7 +740,8 @@ impl Consumer {
             Ok(())
         };
         // The fetch threads have no part in leaving the group: stop them first.
-        self.workers.stop(deadline.min(crate::deadline::after(Duration::from_secs(1))));
+        self.workers
+            .stop(deadline.min(crate::deadline::after(Duration::from_secs(1))));
         let closed = match self.member.take() {
             Some(m) => m.close_by(deadline),
             None => Ok(()),
@@ -910,10 +912,22 @@ mod tests {
         c.positions.fetched(&a, 0, 4);
         let stamp = c.buffer.stamp(&a);
         // A control record at 2-3.
-        assert!(c.buffer.push(a.clone(), stamp, 0, (0..2).map(|o| record("t", 0, o)).collect(), 4));
+        assert!(c.buffer.push(
+            a.clone(),
+            stamp,
+            0,
+            (0..2).map(|o| record("t", 0, o)).collect(),
+            4
+        ));
         c.positions.fetched(&b, 10, 12);
         let stamp = c.buffer.stamp(&b);
-        assert!(c.buffer.push(b.clone(), stamp, 10, (10..12).map(|o| record("t", 1, o)).collect(), 12));
+        assert!(c.buffer.push(
+            b.clone(),
+            stamp,
+            10,
+            (10..12).map(|o| record("t", 1, o)).collect(),
+            12
+        ));
         let first = c.drain();
         assert_eq!(first.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![0, 1, 10]);
         assert_eq!(c.position(&a), Some(4), "past the control records");

@@ -175,7 +175,11 @@ impl FetchBuffer {
                 && !positions.is_paused(&front.tp)
                 && positions.position(&front.tp) == Some(front.at);
             if !deliverable {
-                log::debug!("{}: dropping {} prefetched records", front.tp, front.records.len());
+                log::debug!(
+                    "{}: dropping {} prefetched records",
+                    front.tp,
+                    front.records.len()
+                );
                 self.buffered -= front.bytes;
                 self.entries.pop_front();
                 continue;
@@ -245,7 +249,10 @@ mod tests {
         b.discard(&tp(0)); // pause, seek or reset request
         assert!(!b.push(tp(0), before, 0, records(0, 0, 3), 3));
         assert!(b.is_empty());
-        assert!(b.push(tp(1), b.stamp(&tp(1)), 0, records(1, 0, 3), 3), "other partitions unaffected");
+        assert!(
+            b.push(tp(1), b.stamp(&tp(1)), 0, records(1, 0, 3), 3),
+            "other partitions unaffected"
+        );
         let one = b.stamp(&tp(1));
         b.discard_all(); // assignment, revocation, loss
         assert!(b.is_empty());

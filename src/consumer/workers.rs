@@ -170,10 +170,7 @@ impl Workers {
                 let _alive = alive;
                 run(&client, &rx, &done, &wakeup, isolation, &limits);
             })
-            .map_or_else(
-                |e| log::warn!("cannot start a fetch thread: {e}"),
-                |_| (),
-            );
+            .map_or_else(|e| log::warn!("cannot start a fetch thread: {e}"), |_| ());
         Worker {
             jobs,
             stop,
@@ -230,9 +227,8 @@ fn run(
             return;
         }
         let outcome = match answer {
-            Ok((version, resp)) => {
-                fetcher::read_fetch_response(version, resp, &plain, isolation, limits).map_err(FetchFailure::Code)
-            }
+            Ok((version, resp)) => fetcher::read_fetch_response(version, resp, &plain, isolation, limits)
+                .map_err(FetchFailure::Code),
             Err(e) => {
                 fetcher.disconnect(broker.id);
                 Err(FetchFailure::Request(e))
