@@ -3,7 +3,9 @@
 //! Small modules, one job each: [`builder`] and [`config`] (settings), [`record`] (what poll
 //! returns), [`positions`] (per-partition positions and the commit floor, pure), [`offsets`]
 //! (OffsetCommit / OffsetFetch / ListOffsets requests and answers, pure), [`fetcher`] (Fetch
-//! requests per leader and version, answers, per-partition errors). This file ties them to the
+//! requests per leader and version, answers, per-partition errors), [`prefetch`] (the bounded
+//! fetch-ahead buffer and the epochs that keep stale records out, pure), [`workers`] (the fetch
+//! thread per leader). This file ties them to the
 //! member and the network: the poll loop, offset lookups and commits.
 
 mod builder;
@@ -44,12 +46,18 @@ use std::time::{Duration, Instant};
 /// A consumer: one member of a consumer group that fetches its partitions' records.
 ///
 /// - **Poll.** [`Consumer::poll`] first lets the member react to the group (join, rebalance,
-///   coordinator moves), then returns buffered records or fetches: one Fetch per partition
-///   leader, over a connection of the consumer's own, waiting up to `fetch.max.wait.ms` on the
-///   broker until `fetch.min.bytes` are there, and repeating until records arrive or the
-///   timeout passes. At most `max.poll.records` come back per call; the rest stay buffered and
-///   their partitions are not fetched again until drained. No background thread prefetches:
-///   the next fetch starts when the application polls.
+///   coordinator moves), then returns buffered records at once, or waits for the fetches in
+///   flight until records arrive or the timeout passes. At most `max.poll.records` come back
+///   per call.
+/// - **Fetch-ahead.** Fetches run on threads of the consumer's own, one per partition leader,
+///   each over its own connection, so every leader is fetched from at the same time (the
+///   broker holding each for up to `fetch.max.wait.ms` until `fetch.min.bytes` are there).
+///   They go on between polls, while the application processes what it got, until
+///   `queued.max.messages.kbytes` of records are buffered
+///   ([`ConsumerBuilder::queued_max_messages_kbytes`]); then no fetch is sent until `poll` has
+///   handed enough out. Nothing fetched for a partition before it was paused, seeked, revoked
+///   or lost is ever handed out: such answers and buffered records are dropped, and the
+///   partition is fetched again from its position.
 /// - **Positions.** After an assignment each partition starts at its committed offset
 ///   (OffsetFetch); without one, or when a fetch answers OFFSET_OUT_OF_RANGE,
 ///   `auto.offset.reset` applies (ListOffsets at the leader, or [`Error::NoOffset`]).
@@ -127,8 +135,8 @@ use std::time::{Duration, Instant};
 /// # Ok::<(), kafka_group::Error>(())
 /// ```
 ///
-/// Blocking and single-threaded: every call runs on the caller's thread (the member's
-/// heartbeats run on its own); another thread can end a blocked `poll` at once with a
+/// Blocking: every call runs on the caller's thread (the member's heartbeats and the fetches
+/// run on threads of their own, stopped by [`close`](Self::close) or a drop); another thread can end a blocked `poll` at once with a
 /// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer without
 /// [`close`](Self::close) skips the final auto-commit.
 #[derive(Debug)]

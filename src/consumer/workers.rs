@@ -112,9 +112,9 @@ impl Workers {
 
     /// Whether a new fetch may go to `leader` now: none in flight, not backing off.
     pub fn is_idle(&self, leader: i32, now: Instant) -> bool {
-        self.workers
-            .get(&leader)
-            .is_none_or(|w| w.busy.is_none() && w.retry_at.is_none_or(|t| t <= now))
+        self.workers.get(&leader).map_or(true, |w| {
+            w.busy.is_none() && w.retry_at.map_or(true, |t| t <= now)
+        })
     }
 
     /// Sends a fetch to `broker`'s thread (starting it if needed); the stamps and `reserved`
