@@ -164,13 +164,16 @@ impl Workers {
         let done = self.done_tx.clone();
         let alive = self.alive_tx.clone();
         let (isolation, limits) = (self.isolation, self.limits);
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("kafka-group-fetch".into())
             .spawn(move || {
                 let _alive = alive;
                 run(&client, &rx, &done, &wakeup, isolation, &limits);
-            })
-            .map_or_else(|e| log::warn!("cannot start a fetch thread: {e}"), |_| ());
+            });
+        if let Err(e) = spawned {
+            // `send` finds the job channel closed and tries again at the next fetch.
+            log::warn!("cannot start a fetch thread: {e}");
+        }
         Worker {
             jobs,
             stop,
