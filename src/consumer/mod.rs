@@ -628,10 +628,7 @@ impl Consumer {
         } = done;
         self.buffer.release(reserved);
         let parts = match outcome {
-            Ok(parts) => {
-                self.workers.finished(leader, None);
-                parts
-            }
+            Ok(parts) => parts,
             Err(failure) => {
                 self.workers.finished(leader, Some(self.client.retry_backoff()));
                 return match failure {
@@ -658,6 +655,7 @@ impl Consumer {
         let stamps: BTreeMap<&TopicPartition, prefetch::Stamp> =
             targets.iter().map(|(t, s)| (&t.tp, *s)).collect();
         let mut failure = None;
+        let mut refresh = false;
         for (tp, outcome) in parts {
             let current = stamps.get(&tp).is_some_and(|&s| self.buffer.is_current(&tp, s))
                 && self.positions.is_assigned(&tp)
@@ -693,6 +691,7 @@ impl Consumer {
                 PartitionFetch::Refresh(code) => {
                     log::debug!("{}: {tp}: {code}; refreshing metadata", self.ctx());
                     self.metadata_stale = true;
+                    refresh = true;
                 }
                 PartitionFetch::OutOfRange { from } => {
                     log::info!("{}: {tp}: offset {from} is out of range", self.ctx());
@@ -709,6 +708,10 @@ impl Consumer {
                 }
             }
         }
+        // A leader that answers "not the leader" answers at once: without a pause, it would be
+        // asked again in a tight loop until the metadata shows the new one.
+        let backoff = refresh.then(|| self.client.retry_backoff());
+        self.workers.finished(leader, backoff);
         match failure {
             // Records filed for other partitions stay buffered for the next poll.
             Some(e) => Err(e),
