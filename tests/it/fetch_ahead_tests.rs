@@ -274,7 +274,8 @@ fn memory_stays_within_the_bound_while_the_application_sleeps() {
 }
 
 /// The child of the RSS test: polls once, then sleeps with the backlog unread while the
-/// consumer fetches ahead, and reports its RSS; then reads everything to check nothing was lost.
+/// consumer fetches ahead, and reports its RSS; then reads everything to check nothing was
+/// lost, and checks that dropping the consumer ends its fetch threads.
 #[test]
 #[ignore = "the child process of memory_stays_within_the_bound_while_the_application_sleeps"]
 fn rss_child() {
@@ -291,6 +292,9 @@ fn rss_child() {
         .max_poll_records(10)
         .max_partition_fetch_bytes(8 << 20)
         .queued_max_messages_kbytes(RSS_LIMIT_KIB)
+        // Once the backlog is read, the broker holds each fetch this long: only cutting it short
+        // lets a drop end the threads at once.
+        .fetch_max_wait(Duration::from_secs(10))
         .build()
         .unwrap();
     client.refresh_metadata(Some(&[topic])).unwrap();
@@ -308,4 +312,27 @@ fn rss_child() {
     for p in 0..RSS_PARTITIONS {
         assert_eq!(offsets(&got, p), (0..RSS_RECORDS as i64).collect::<Vec<i64>>());
     }
+    // Alone in this process, the consumer's fetch threads are the only ones of that name; a
+    // drop (no close) stops them, a fetch the broker is holding (for fetch.max.wait.ms) included.
+    assert!(fetch_threads() > 0, "no fetch thread found to watch");
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while fetch_threads() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} fetch threads outlived the consumer",
+            fetch_threads()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Threads of this process named as the consumer names its fetch threads (`comm` keeps 15
+/// bytes of the name).
+fn fetch_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == &"kafka-group-fetch"[..15])
+        .count()
 }
