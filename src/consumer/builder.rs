@@ -3,14 +3,14 @@
 //! call.
 
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
-use super::fetcher::Fetcher;
 use super::positions::Positions;
+use super::prefetch::FetchBuffer;
+use super::workers::Workers;
 use super::Consumer;
 use crate::client::Client;
 use crate::error::Result;
 use crate::group::{member_setters, MemberBuilder, MemberConfig, TopicPartition};
 use crate::records::DecodeLimits;
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Builds a [`Consumer`]; every setter names the Kafka consumer property it mirrors and its
@@ -110,6 +110,25 @@ impl ConsumerBuilder {
         self
     }
 
+    /// `queued.max.messages.kbytes` (librdkafka's name; the Java consumer has no such bound):
+    /// most KiB of records the consumer fetches ahead and holds until `poll` hands them out,
+    /// across all partitions; 1 to 2,097,151. Default: 65,536 (64 MiB, librdkafka's).
+    ///
+    /// The consumer fetches from every leader at once, on threads of its own, and keeps doing
+    /// so between polls while the application processes records, until this much is buffered
+    /// (counted as decoded: payload, headers and per-record overhead, plus what fetches in
+    /// flight asked for). Then it sends no fetch until `poll` has handed enough out:
+    /// backpressure on a slow application. Like librdkafka's it may be overshot by one answer,
+    /// since a broker returns a first batch larger than asked for whole, and by the
+    /// decompressed size of compressed batches. Chosen over Java's model (at most
+    /// `fetch.max.bytes` per fetch in flight, one fetch per broker, each partition fetched
+    /// only once drained) because it bounds the whole buffer by one number whatever the
+    /// number of partitions and leaders, which is what a memory budget needs.
+    pub fn queued_max_messages_kbytes(mut self, kbytes: i32) -> Self {
+        self.config.queued_max_messages_kbytes = kbytes;
+        self
+    }
+
     /// Validates the configuration and creates the consumer (its member's heartbeat thread
     /// starts idle). No network call is made; the first [`Consumer::poll`] joins the group.
     pub fn build(mut self) -> Result<Consumer> {
@@ -127,6 +146,9 @@ impl ConsumerBuilder {
         if let Some(partitions) = &self.config.manual {
             positions.assign(partitions);
         }
+        let limits = DecodeLimits::default();
+        let workers = Workers::new(self.client.clone(), self.config.isolation_level, limits);
+        let buffer = FetchBuffer::new(self.config.queued_max_bytes());
         Ok(Consumer {
             client: self.client,
             wakeup: member
@@ -135,13 +157,13 @@ impl ConsumerBuilder {
             member,
             config: self.config,
             positions,
-            buffer: VecDeque::new(),
-            fetcher: Fetcher::default(),
+            buffer,
+            workers,
+            deferred: None,
             last_auto_commit: Instant::now(),
             metadata_stale: true,
             last_metadata_refresh: None,
             rotation: 0,
-            limits: DecodeLimits::default(),
             lookup_topics: Vec::new(),
             listener: None,
             in_listener: false,

@@ -55,6 +55,11 @@ impl IsolationLevel {
     }
 }
 
+/// librdkafka's default for `queued.max.messages.kbytes`: 64 MiB.
+pub(crate) const DEFAULT_QUEUED_MAX_KBYTES: i32 = 65_536;
+/// librdkafka's upper bound for `queued.max.messages.kbytes` (about 2 GiB).
+const MAX_QUEUED_MAX_KBYTES: i32 = 2_097_151;
+
 /// A consumer's settings; see [`ConsumerBuilder`](super::ConsumerBuilder) for each one's Kafka
 /// property and default.
 #[derive(Debug, Clone)]
@@ -70,6 +75,8 @@ pub(crate) struct ConsumerConfig {
     pub fetch_max_wait: Duration,
     pub max_partition_fetch_bytes: i32,
     pub isolation_level: IsolationLevel,
+    /// `queued.max.messages.kbytes`: the fetch-ahead buffer's bound, in KiB.
+    pub queued_max_messages_kbytes: i32,
     /// Partitions assigned by the application (`assign`) instead of a subscription: no
     /// membership, no JoinGroup.
     pub manual: Option<Vec<TopicPartition>>,
@@ -92,6 +99,7 @@ impl Default for ConsumerConfig {
             fetch_max_wait: Duration::from_millis(500),
             max_partition_fetch_bytes: 1024 * 1024,
             isolation_level: IsolationLevel::ReadUncommitted,
+            queued_max_messages_kbytes: DEFAULT_QUEUED_MAX_KBYTES,
             manual: None,
             has_group: true,
         }
@@ -99,6 +107,11 @@ impl Default for ConsumerConfig {
 }
 
 impl ConsumerConfig {
+    /// The fetch-ahead buffer's bound in bytes.
+    pub fn queued_max_bytes(&self) -> usize {
+        usize::try_from(self.queued_max_messages_kbytes).unwrap_or(0) * 1024
+    }
+
     /// Checks every setting against the ranges Kafka's client accepts, the member's included.
     pub fn validate(&self) -> Result<()> {
         let err = |property: &'static str, problem: String| Err(Error::Config { property, problem });
@@ -118,6 +131,15 @@ impl ConsumerConfig {
             return err(
                 "max.partition.fetch.bytes",
                 format!("{} is not positive", self.max_partition_fetch_bytes),
+            );
+        }
+        if !(1..=MAX_QUEUED_MAX_KBYTES).contains(&self.queued_max_messages_kbytes) {
+            return err(
+                "queued.max.messages.kbytes",
+                format!(
+                    "{} is outside 1..={MAX_QUEUED_MAX_KBYTES}",
+                    self.queued_max_messages_kbytes
+                ),
             );
         }
         crate::deadline::check_int_ms("fetch.max.wait.ms", self.fetch_max_wait)?;
@@ -211,6 +233,7 @@ mod tests {
         assert_eq!(c.fetch_max_bytes, 52_428_800);
         assert_eq!(c.max_partition_fetch_bytes, 1_048_576);
         assert_eq!(c.fetch_max_wait, Duration::from_millis(500));
+        assert_eq!(c.queued_max_bytes(), 64 << 20, "librdkafka's");
         assert_eq!(c.member.retry_backoff, None, "inherits the client's");
     }
 
@@ -257,6 +280,18 @@ mod tests {
             ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "fetch.max.wait.ms");
+        for kbytes in [0, -1, 2_097_152] {
+            c = ConsumerConfig {
+                queued_max_messages_kbytes: kbytes,
+                ..valid()
+            };
+            assert_eq!(property(c.validate().unwrap_err()), "queued.max.messages.kbytes");
+        }
+        c = ConsumerConfig {
+            queued_max_messages_kbytes: 2_097_151,
+            ..valid()
+        };
+        c.validate().unwrap();
         c = ConsumerConfig {
             auto_commit_interval: Duration::ZERO,
             ..valid()

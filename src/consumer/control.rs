@@ -34,7 +34,7 @@ impl Consumer {
         }
         for tp in partitions {
             self.positions.pause(tp);
-            self.buffer.retain(|b| &b.tp != tp);
+            self.buffer.discard(tp);
         }
         log::info!("{}: paused {}", self.ctx(), list(partitions));
         Ok(())
@@ -77,7 +77,7 @@ impl Consumer {
             Ok(())
         };
         let left = self.group_mut()?.leave_group();
-        self.buffer.clear();
+        self.buffer.discard_all();
         self.positions.assign(&[]);
         committed.and(left)
     }

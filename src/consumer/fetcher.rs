@@ -10,9 +10,10 @@
 //! Topic ids replace names from v13; a leader is asked at v13+ only when the metadata gave an
 //! id for every topic in the request (Metadata v10+, Kafka 2.8+), else at most v12.
 //!
-//! Each leader gets a connection of the consumer's own, because a fetch can wait
-//! `fetch.max.wait.ms` on the broker and must not hold up other users of the client's shared
-//! connection to that broker (a member's OffsetCommit, another consumer's ListOffsets).
+//! Each leader gets a connection of the consumer's own (owned by that leader's fetch thread,
+//! see [`super::workers`]), because a fetch can wait `fetch.max.wait.ms` on the broker and must
+//! not hold up other users of the client's shared connection to that broker (a member's
+//! OffsetCommit, another consumer's ListOffsets).
 
 use super::config::IsolationLevel;
 use super::ConsumerRecord;
@@ -410,11 +411,6 @@ impl Fetcher {
     /// Drops the connection to a broker (after it stopped leading or failed).
     pub fn disconnect(&mut self, broker: i32) {
         self.conns.remove(&broker);
-    }
-
-    /// Drops every connection.
-    pub fn clear(&mut self) {
-        self.conns.clear();
     }
 }
 

@@ -3,7 +3,9 @@
 //! Small modules, one job each: [`builder`] and [`config`] (settings), [`record`] (what poll
 //! returns), [`positions`] (per-partition positions and the commit floor, pure), [`offsets`]
 //! (OffsetCommit / OffsetFetch / ListOffsets requests and answers, pure), [`fetcher`] (Fetch
-//! requests per leader and version, answers, per-partition errors). This file ties them to the
+//! requests per leader and version, answers, per-partition errors), [`prefetch`] (the bounded
+//! fetch-ahead buffer and the epochs that keep stale records out, pure), [`workers`] (the fetch
+//! thread per leader). This file ties them to the
 //! member and the network: the poll loop, offset lookups and commits.
 
 mod builder;
@@ -16,7 +18,9 @@ mod lookup;
 // The admin client reuses its OffsetFetch and ListOffsets builders.
 pub(crate) mod offsets;
 mod positions;
+mod prefetch;
 mod record;
+mod workers;
 
 pub use builder::ConsumerBuilder;
 pub use config::{IsolationLevel, OffsetReset};
@@ -30,33 +34,30 @@ use crate::error::{Error, Result};
 use crate::group::member::lookup_deadline;
 use crate::group::{GroupEvent, GroupMember, TopicPartition};
 use crate::protocol::{ApiKey, Uuid};
-use crate::records::DecodeLimits;
 use crate::wakeup::{Wakeup, WakeupHandle};
 use config::ConsumerConfig;
-use fetcher::{FetchSettings, FetchTarget, Fetcher, PartitionFetch};
+use fetcher::{FetchSettings, FetchTarget, PartitionFetch};
 use positions::Positions;
-use std::collections::{BTreeMap, VecDeque};
+use prefetch::FetchBuffer;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Records fetched for one partition and not yet returned.
-#[derive(Debug)]
-struct Buffered {
-    tp: TopicPartition,
-    records: VecDeque<ConsumerRecord>,
-    /// Where the partition goes on once these are returned.
-    next_offset: i64,
-}
 
 /// A consumer: one member of a consumer group that fetches its partitions' records.
 ///
 /// - **Poll.** [`Consumer::poll`] first lets the member react to the group (join, rebalance,
-///   coordinator moves), then returns buffered records or fetches: one Fetch per partition
-///   leader, over a connection of the consumer's own, waiting up to `fetch.max.wait.ms` on the
-///   broker until `fetch.min.bytes` are there, and repeating until records arrive or the
-///   timeout passes. At most `max.poll.records` come back per call; the rest stay buffered and
-///   their partitions are not fetched again until drained. No background thread prefetches:
-///   the next fetch starts when the application polls.
+///   coordinator moves), then returns buffered records at once, or waits for the fetches in
+///   flight until records arrive or the timeout passes. At most `max.poll.records` come back
+///   per call.
+/// - **Fetch-ahead.** Fetches run on threads of the consumer's own, one per partition leader,
+///   each over its own connection, so every leader is fetched from at the same time (the
+///   broker holding each for up to `fetch.max.wait.ms` until `fetch.min.bytes` are there).
+///   They go on between polls, while the application processes what it got, until
+///   `queued.max.messages.kbytes` of records are buffered
+///   ([`ConsumerBuilder::queued_max_messages_kbytes`]); then no fetch is sent until `poll` has
+///   handed enough out. Nothing fetched for a partition before it was paused, seeked, revoked
+///   or lost is ever handed out: such answers and buffered records are dropped, and the
+///   partition is fetched again from its position.
 /// - **Positions.** After an assignment each partition starts at its committed offset
 ///   (OffsetFetch); without one, or when a fetch answers OFFSET_OUT_OF_RANGE,
 ///   `auto.offset.reset` applies (ListOffsets at the leader, or [`Error::NoOffset`]).
@@ -134,8 +135,8 @@ struct Buffered {
 /// # Ok::<(), kafka_group::Error>(())
 /// ```
 ///
-/// Blocking and single-threaded: every call runs on the caller's thread (the member's
-/// heartbeats run on its own); another thread can end a blocked `poll` at once with a
+/// Blocking: every call runs on the caller's thread (the member's heartbeats and the fetches
+/// run on threads of their own, stopped by [`close`](Self::close) or a drop); another thread can end a blocked `poll` at once with a
 /// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer without
 /// [`close`](Self::close) skips the final auto-commit.
 #[derive(Debug)]
@@ -147,15 +148,18 @@ pub struct Consumer {
     member: Option<GroupMember>,
     config: ConsumerConfig,
     positions: Positions,
-    buffer: VecDeque<Buffered>,
-    fetcher: Fetcher,
+    /// Records fetched ahead, bounded by `queued.max.messages.kbytes`.
+    buffer: FetchBuffer,
+    /// The fetch threads, one per leader.
+    workers: workers::Workers,
+    /// An error met while fetching ahead after records were handed out: the next poll returns it.
+    deferred: Option<Error>,
     last_auto_commit: Instant,
     metadata_stale: bool,
     last_metadata_refresh: Option<Instant>,
     /// Rotates the partition order of fetch requests, so that with a tight `fetch.max.bytes`
     /// the partitions at the front do not starve the rest.
     rotation: usize,
-    limits: DecodeLimits,
     /// Topics outside the subscription that offset lookups asked about: metadata refreshes
     /// cover them too, so that their leaders stay known.
     lookup_topics: Vec<String>,
@@ -225,7 +229,7 @@ impl Consumer {
         if !self.positions.seek(tp, offset) {
             return Err(Error::NotAssigned(tp.clone()));
         }
-        self.buffer.retain(|b| &b.tp != tp);
+        self.buffer.discard(tp);
         log::info!("{}: seek {tp} to {offset}", self.ctx());
         Ok(())
     }
@@ -250,7 +254,7 @@ impl Consumer {
         for (tp, at) in kept {
             self.positions.seek(&tp, at);
         }
-        self.buffer.clear();
+        self.buffer.discard_all();
         self.config.manual = Some(partitions.to_vec());
         self.metadata_stale = true;
         log::info!("{}: assigned {} partitions", self.ctx(), partitions.len());
@@ -305,7 +309,7 @@ impl Consumer {
         }
         for tp in partitions {
             self.positions.request_reset(tp, timestamp);
-            self.buffer.retain(|b| &b.tp != tp);
+            self.buffer.discard(tp);
         }
         log::info!(
             "{}: seek to {what} requested for {} partitions",
@@ -384,25 +388,51 @@ impl Consumer {
                 });
             }
             self.maybe_auto_commit(deadline);
+            // Answers that came while the application worked on the last poll's records.
+            while let Ok(done) = self.workers.answers().try_recv() {
+                self.file_answer(done)?;
+            }
             let records = self.drain();
             if !records.is_empty() {
+                // The next fetches go out now, to run while the application processes these;
+                // what goes wrong meanwhile is the next poll's to report.
+                if let Err(e) = self.fetch_ahead(deadline) {
+                    self.deferred = Some(e);
+                }
                 return Ok(Polled { records, events });
             }
+            if let Some(e) = self.deferred.take() {
+                return Err(e);
+            }
             self.ensure_positions(deadline)?;
+            self.fetch_ahead(deadline)?;
             let left = deadline.saturating_duration_since(Instant::now());
-            if !self.positions.has_fetchable() {
+            wait = Duration::ZERO;
+            if self.workers.any_in_flight() {
+                // An answer comes within fetch.max.wait.ms; then the group gets a look again.
+                let until = deadline.min(crate::deadline::after(
+                    self.config.fetch_max_wait + Duration::from_millis(100),
+                ));
+                match self.wakeup.recv_deadline(self.workers.answers(), until) {
+                    crate::wakeup::Waited::Got(done) => self.file_answer(done)?,
+                    // The top of the loop reports it.
+                    crate::wakeup::Waited::Woken => continue,
+                    crate::wakeup::Waited::TimedOut => {}
+                }
+            } else if self.positions.fetch_ahead().is_empty() {
                 if left.is_zero() {
                     return Ok(Polled {
                         records: Vec::new(),
                         events,
                     });
                 }
-                // Nothing to fetch (no partitions): wait for the group instead.
+                // Nothing to fetch (no partitions, or all paused): wait for the group instead.
                 wait = left;
                 continue;
+            } else if self.buffer.is_empty() {
+                // Fetchable but nothing sent: leaders unknown, or backing off after a failure.
+                self.pause_until(deadline);
             }
-            wait = Duration::ZERO;
-            self.fetch_once(deadline)?;
             if self.buffer.is_empty() && Instant::now() >= deadline {
                 return Ok(Polled {
                     records: Vec::new(),
@@ -425,7 +455,7 @@ impl Consumer {
                         self.ctx(),
                         partitions.len()
                     );
-                    self.buffer.clear();
+                    self.buffer.discard_all();
                     self.positions.revoke();
                     self.notify(listener::Change::Lost, partitions);
                 }
@@ -444,11 +474,11 @@ impl Consumer {
                     // While the old generation can still commit them (before `revoke`, which
                     // would refuse seeks and pauses the listener may make).
                     self.notify(listener::Change::Revoked, partitions);
-                    self.buffer.clear();
+                    self.buffer.discard_all();
                     self.positions.revoke();
                 }
                 GroupEvent::Assigned { partitions, .. } => {
-                    self.buffer.clear();
+                    self.buffer.discard_all();
                     self.positions.assign(partitions);
                     self.metadata_stale = true;
                     self.last_auto_commit = Instant::now();
@@ -463,28 +493,8 @@ impl Consumer {
 
     /// Hands out up to `max.poll.records` buffered records, advancing the positions.
     fn drain(&mut self) -> Vec<ConsumerRecord> {
-        let max = self.config.max_poll_records;
-        let mut out = Vec::new();
-        while out.len() < max {
-            let Some(front) = self.buffer.front_mut() else {
-                break;
-            };
-            let n = (max - out.len()).min(front.records.len());
-            let mut last = None;
-            for r in front.records.drain(..n) {
-                last = Some((r.offset, r.leader_epoch));
-                out.push(r);
-            }
-            let epoch = last.and_then(|(_, e)| e);
-            if front.records.is_empty() {
-                // Past control records and gaps too, so that a commit does not point at them.
-                self.positions.consumed(&front.tp, front.next_offset, epoch);
-                self.buffer.pop_front();
-            } else if let Some((offset, _)) = last {
-                self.positions.consumed(&front.tp, offset + 1, epoch);
-            }
-        }
-        out
+        self.buffer
+            .drain(self.config.max_poll_records, &mut self.positions)
     }
 
     /// Metadata covering the subscribed topics, refreshed when asked to or when an assigned
@@ -524,32 +534,42 @@ impl Consumer {
         Ok(cached)
     }
 
-    /// One round of fetches, one per leader; records go to the buffer.
-    fn fetch_once(&mut self, deadline: Instant) -> Result<()> {
+    /// Sends a fetch to every idle leader for its partitions not already in flight, each
+    /// asking for a share of the room the buffer has left; none while the buffer is full.
+    fn fetch_ahead(&mut self, deadline: Instant) -> Result<()> {
+        if self.buffer.room() == 0 {
+            return Ok(());
+        }
+        let mut fetchable = self.positions.fetch_ahead();
+        fetchable.retain(|(tp, _)| !self.workers.in_flight(tp));
+        if fetchable.is_empty() {
+            return Ok(());
+        }
         let meta = match self.metadata(self.metadata_stale, deadline) {
             Ok(m) => m,
             Err(e) if e.is_transient() => {
                 log::debug!("{}: metadata refresh failed: {e}", self.ctx());
-                self.pause_until(deadline);
                 return Ok(());
             }
             Err(e) => return Err(e),
         };
-        let mut fetchable = self.positions.fetchable();
-        if !fetchable.is_empty() {
-            let n = self.rotation % fetchable.len();
-            fetchable.rotate_left(n);
-            self.rotation = self.rotation.wrapping_add(1);
-        }
+        let n = self.rotation % fetchable.len();
+        fetchable.rotate_left(n);
+        self.rotation = self.rotation.wrapping_add(1);
+        let now = Instant::now();
         let mut by_leader: BTreeMap<i32, Vec<FetchTarget>> = BTreeMap::new();
         for (tp, offset) in fetchable {
             match leader_of(&meta, &tp) {
-                Some((leader, epoch, topic_id)) => by_leader.entry(leader).or_default().push(FetchTarget {
-                    tp,
-                    topic_id,
-                    offset,
-                    leader_epoch: epoch,
-                }),
+                Some((leader, epoch, topic_id)) => {
+                    if self.workers.is_idle(leader, now) {
+                        by_leader.entry(leader).or_default().push(FetchTarget {
+                            tp,
+                            topic_id,
+                            offset,
+                            leader_epoch: epoch,
+                        });
+                    }
+                }
                 None => {
                     // An assigned topic the principal may not describe never gets a leader.
                     if let Some(e) = topic_denied(&meta, &tp.topic) {
@@ -559,119 +579,144 @@ impl Consumer {
                 }
             }
         }
-        let mut got = false;
-        let mut failure = None;
+        // Each leader gets an equal share of the room, so that the first does not take it all.
+        let share = self.buffer.room() / by_leader.len().max(1);
         for (leader, targets) in by_leader {
             let Some(broker) = meta.brokers.get(&leader) else {
                 self.metadata_stale = true;
                 continue;
             };
-            // One leader may hold the fetch for max_wait; once records are in hand the others
-            // are only asked for what they have now.
-            let wait = if got {
-                Duration::ZERO
-            } else {
-                self.config
-                    .fetch_max_wait
-                    .min(deadline.saturating_duration_since(Instant::now()))
-            };
+            let most = usize::try_from(self.config.max_partition_fetch_bytes)
+                .unwrap_or(0)
+                .saturating_mul(targets.len());
+            let max_bytes = usize::try_from(self.config.fetch_max_bytes)
+                .unwrap_or(0)
+                .min(most)
+                .min(share)
+                .max(1);
+            let as_i32 = i32::try_from(max_bytes).unwrap_or(i32::MAX);
             let settings = FetchSettings {
-                max_wait_ms: wait.as_millis().min(i32::MAX as u128) as i32,
+                // Nobody waits on this fetch but the buffer: the broker may hold it the full time.
+                max_wait_ms: self.config.fetch_max_wait.as_millis().min(i32::MAX as u128) as i32,
                 min_bytes: self.config.fetch_min_bytes,
-                max_bytes: self.config.fetch_max_bytes,
-                partition_max_bytes: self.config.max_partition_fetch_bytes,
+                max_bytes: as_i32,
+                partition_max_bytes: self.config.max_partition_fetch_bytes.min(as_i32),
                 isolation: self.config.isolation_level,
             };
-            let (version, resp) =
-                match self
-                    .fetcher
-                    .fetch(&self.client, broker, &targets, &settings, deadline, &self.wakeup)
-                {
-                    Ok(r) => r,
-                    // The poll loop reports it; what other leaders sent stays buffered.
-                    Err(Error::Wakeup) => break,
-                    Err(e) if e.is_transient() => {
+            let stamped = targets
+                .into_iter()
+                .map(|t| {
+                    let stamp = self.buffer.stamp(&t.tp);
+                    (t, stamp)
+                })
+                .collect();
+            self.buffer.reserve(max_bytes);
+            self.workers.send(broker, stamped, settings, max_bytes);
+        }
+        Ok(())
+    }
+
+    /// Files a fetch's answer: records into the buffer, unless their partition was paused,
+    /// seeked, revoked or reassigned since the fetch was sent; per-partition verdicts (refresh
+    /// metadata, reset the offset, fail) applied as they come.
+    fn file_answer(&mut self, done: workers::Done) -> Result<()> {
+        let workers::Done {
+            leader,
+            targets,
+            reserved,
+            outcome,
+        } = done;
+        self.buffer.release(reserved);
+        let parts = match outcome {
+            Ok(parts) => parts,
+            Err(failure) => {
+                self.workers.finished(leader, Some(self.client.retry_backoff()));
+                return match failure {
+                    workers::FetchFailure::Request(e) if e.is_transient() => {
                         log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
-                        self.fetcher.disconnect(leader);
                         self.metadata_stale = true;
-                        continue;
+                        Ok(())
                     }
-                    Err(e) => return Err(e),
-                };
-            let parts = match fetcher::read_fetch_response(
-                version,
-                resp,
-                &targets,
-                self.config.isolation_level,
-                &self.limits,
-            ) {
-                Ok(p) => p,
-                Err(code) if code.is_retriable() => {
-                    log::debug!("{}: fetch from broker {leader}: {code}", self.ctx());
-                    self.metadata_stale = true;
-                    continue;
-                }
-                Err(code) => {
-                    let context = format!("fetch from broker {leader}");
-                    return Err(Error::from_code_in(
+                    workers::FetchFailure::Request(e) => Err(e),
+                    workers::FetchFailure::Code(code) if code.is_retriable() => {
+                        log::debug!("{}: fetch from broker {leader}: {code}", self.ctx());
+                        self.metadata_stale = true;
+                        Ok(())
+                    }
+                    workers::FetchFailure::Code(code) => Err(Error::from_code_in(
                         ApiKey::Fetch,
                         code,
                         Scope::default(),
+                        format!("fetch from broker {leader}"),
+                    )),
+                };
+            }
+        };
+        let stamps: BTreeMap<&TopicPartition, prefetch::Stamp> =
+            targets.iter().map(|(t, s)| (&t.tp, *s)).collect();
+        let mut failure = None;
+        let mut refresh = false;
+        for (tp, outcome) in parts {
+            let current = stamps.get(&tp).is_some_and(|&s| self.buffer.is_current(&tp, s))
+                && self.positions.is_assigned(&tp)
+                && !self.positions.is_paused(&tp);
+            if !current {
+                log::debug!(
+                    "{}: {tp}: dropping an answer fetched before a pause, seek or rebalance",
+                    self.ctx()
+                );
+                continue;
+            }
+            match outcome {
+                PartitionFetch::Records {
+                    from,
+                    records,
+                    next_offset,
+                } => {
+                    let last = records.last().map(|r| r.offset + 1);
+                    let Some(next) = next_offset.max(last) else {
+                        continue;
+                    };
+                    if next <= from {
+                        continue;
+                    }
+                    if records.is_empty() && self.positions.position(&tp) == Some(from) {
+                        self.positions.skip_to(&tp, from, next);
+                    } else {
+                        let stamp = self.buffer.stamp(&tp);
+                        self.positions.fetched(&tp, from, next);
+                        self.buffer.push(tp, stamp, from, records, next);
+                    }
+                }
+                PartitionFetch::Refresh(code) => {
+                    log::debug!("{}: {tp}: {code}; refreshing metadata", self.ctx());
+                    self.metadata_stale = true;
+                    refresh = true;
+                }
+                PartitionFetch::OutOfRange { from } => {
+                    log::info!("{}: {tp}: offset {from} is out of range", self.ctx());
+                    self.positions.out_of_range(&tp, from);
+                }
+                PartitionFetch::Failed { code, detail } => {
+                    let context = detail.unwrap_or_else(|| tp.to_string());
+                    failure.get_or_insert(Error::from_code_in(
+                        ApiKey::Fetch,
+                        code,
+                        Scope::topic(&tp.topic),
                         context,
                     ));
                 }
-            };
-            for (tp, outcome) in parts {
-                match outcome {
-                    PartitionFetch::Records {
-                        from,
-                        records,
-                        next_offset,
-                    } => {
-                        let last = records.last().map(|r| r.offset + 1);
-                        let next = next_offset.max(last);
-                        match next {
-                            Some(next) if !records.is_empty() => {
-                                got = true;
-                                self.positions.fetched(&tp, from, next);
-                                self.buffer.push_back(Buffered {
-                                    tp,
-                                    records: records.into(),
-                                    next_offset: next,
-                                });
-                            }
-                            Some(next) => self.positions.skip_to(&tp, from, next),
-                            None => {}
-                        }
-                    }
-                    PartitionFetch::Refresh(code) => {
-                        log::debug!("{}: {tp}: {code}; refreshing metadata", self.ctx());
-                        self.metadata_stale = true;
-                    }
-                    PartitionFetch::OutOfRange { from } => {
-                        log::info!("{}: {tp}: offset {from} is out of range", self.ctx());
-                        self.positions.out_of_range(&tp, from);
-                    }
-                    PartitionFetch::Failed { code, detail } => {
-                        let context = detail.unwrap_or_else(|| tp.to_string());
-                        failure.get_or_insert(Error::from_code_in(
-                            ApiKey::Fetch,
-                            code,
-                            Scope::topic(&tp.topic),
-                            context,
-                        ));
-                    }
-                }
             }
         }
-        if let Some(e) = failure {
-            // Records fetched for other partitions stay buffered for the next poll.
-            return Err(e);
+        // A leader that answers "not the leader" answers at once: without a pause, it would be
+        // asked again in a tight loop until the metadata shows the new one.
+        let backoff = refresh.then(|| self.client.retry_backoff());
+        self.workers.finished(leader, backoff);
+        match failure {
+            // Records filed for other partitions stay buffered for the next poll.
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        if self.metadata_stale && !got {
-            self.pause_until(deadline);
-        }
-        Ok(())
     }
 
     /// Sleeps `retry.backoff.ms`, but not past `deadline`.
@@ -705,8 +750,9 @@ impl Consumer {
             }
             Ok(())
         };
-        // The fetch connections have no part in leaving the group: close them first.
-        self.fetcher.clear();
+        // The fetch threads have no part in leaving the group: stop them first.
+        self.workers
+            .stop(deadline.min(crate::deadline::after(Duration::from_secs(1))));
         let closed = match self.member.take() {
             Some(m) => m.close_by(deadline),
             None => Ok(()),
@@ -875,17 +921,24 @@ mod tests {
         c.positions.apply_committed(&a, Some((0, None)));
         c.positions.apply_committed(&b, Some((10, None)));
         c.positions.fetched(&a, 0, 4);
-        c.buffer.push_back(Buffered {
-            tp: a.clone(),
-            records: (0..2).map(|o| record("t", 0, o)).collect(),
-            next_offset: 4, // a control record at 2-3
-        });
+        let stamp = c.buffer.stamp(&a);
+        // A control record at 2-3.
+        assert!(c.buffer.push(
+            a.clone(),
+            stamp,
+            0,
+            (0..2).map(|o| record("t", 0, o)).collect(),
+            4
+        ));
         c.positions.fetched(&b, 10, 12);
-        c.buffer.push_back(Buffered {
-            tp: b.clone(),
-            records: (10..12).map(|o| record("t", 1, o)).collect(),
-            next_offset: 12,
-        });
+        let stamp = c.buffer.stamp(&b);
+        assert!(c.buffer.push(
+            b.clone(),
+            stamp,
+            10,
+            (10..12).map(|o| record("t", 1, o)).collect(),
+            12
+        ));
         let first = c.drain();
         assert_eq!(first.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![0, 1, 10]);
         assert_eq!(c.position(&a), Some(4), "past the control records");

@@ -4,8 +4,8 @@
 //! Three offsets per partition, `committed <= position <= fetch_offset` in the usual case:
 //! - `position`: the offset of the next record [`poll`](super::Consumer::poll) returns; what
 //!   [`commit`](super::Consumer::commit) commits (the application has seen everything before).
-//! - `fetch_offset`: where the next Fetch starts. Records between the two are buffered; a
-//!   partition is fetched again only once its buffer is drained (`position == fetch_offset`).
+//! - `fetch_offset`: where the next Fetch starts. Records between the two are buffered or in
+//!   flight; the consumer fetches ahead from it within its buffer's byte bound.
 //! - `committed`: the offset known to be committed (OffsetFetch at assignment, then each
 //!   successful commit); a position equal to it is not committed again.
 //! - `floor`: the lowest offset a commit may carry in this assignment (see
@@ -126,6 +126,11 @@ impl Positions {
         self.paused.remove(tp)
     }
 
+    /// Whether `tp` is paused.
+    pub fn is_paused(&self, tp: &TopicPartition) -> bool {
+        self.paused.contains(tp)
+    }
+
     /// The paused partitions that are assigned.
     pub fn paused(&self) -> Vec<TopicPartition> {
         self.paused
@@ -243,7 +248,9 @@ impl Positions {
         true
     }
 
-    /// Partitions to fetch and where from: ready, and with nothing buffered.
+    /// Partitions to fetch and where from: ready, and with nothing buffered (what the consumer
+    /// fetched before fetch-ahead; kept for the tests of the offsets' rules).
+    #[cfg(test)]
     pub fn fetchable(&self) -> Vec<(TopicPartition, i64)> {
         self.unbuffered()
             .map(|(tp, p)| (tp.clone(), p.fetch_offset))
@@ -252,10 +259,25 @@ impl Positions {
 
     /// Whether [`fetchable`](Self::fetchable) has any partition, without copying them: asked
     /// on every turn of the poll loop.
+    #[cfg(test)]
     pub fn has_fetchable(&self) -> bool {
         self.unbuffered().next().is_some()
     }
 
+    /// Partitions to fetch ahead and where from: ready, not paused, and the fetch offset
+    /// (which runs ahead of the position by what is buffered or in flight), whether or not
+    /// records are buffered for them; the caller bounds how much.
+    pub fn fetch_ahead(&self) -> Vec<(TopicPartition, i64)> {
+        if self.revoked {
+            return Vec::new();
+        }
+        self.with_init(|i| i == Init::Ready)
+            .filter(|(tp, _)| !self.paused.contains(*tp))
+            .map(|(tp, p)| (tp.clone(), p.fetch_offset))
+            .collect()
+    }
+
+    #[cfg(test)]
     fn unbuffered(&self) -> impl Iterator<Item = (&TopicPartition, &PartitionState)> + '_ {
         self.with_init(|i| i == Init::Ready)
             .filter(|(tp, p)| !self.revoked && p.position == p.fetch_offset && !self.paused.contains(*tp))

@@ -15,6 +15,7 @@ mod consumer_control_tests;
 mod consumer_tests;
 mod demo_tests;
 mod examples_tests;
+mod fetch_ahead_tests;
 mod group_tests;
 mod group_usability_tests;
 mod harness;

@@ -1,0 +1,250 @@
+//! The fetch threads: one per partition leader, each with its own connection to that leader
+//! (see [`super::fetcher`]), so that every leader is fetched from at the same time and a slow
+//! one (holding its fetch for `fetch.max.wait.ms`) holds up no other.
+//!
+//! The poll thread decides everything: which partitions, from which offsets, with how many
+//! bytes (the room [`super::prefetch::FetchBuffer`] leaves). A thread only runs the fetch it
+//! is given, decodes the answer and sends it back; one fetch per leader at a time, as the Java
+//! consumer keeps one in flight per node. Threads stop when the consumer is closed or dropped:
+//! a fetch the broker is holding is cut short by shutting its socket down.
+
+use super::config::IsolationLevel;
+use super::fetcher::{self, FetchSettings, FetchTarget, Fetcher, PartitionFetch};
+use super::prefetch::Stamp;
+use crate::client::{Broker, Client};
+use crate::error::Error;
+use crate::group::TopicPartition;
+use crate::records::DecodeLimits;
+use crate::wakeup::{Wakeup, WakeupHandle};
+use crate::KafkaCode;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// One fetch for a leader's thread.
+#[derive(Debug)]
+struct Job {
+    broker: Broker,
+    targets: Vec<(FetchTarget, Stamp)>,
+    settings: FetchSettings,
+    reserved: usize,
+}
+
+/// Why a fetch brought no per-partition answers.
+#[derive(Debug)]
+pub(crate) enum FetchFailure {
+    /// The request failed (connection, timeout, version).
+    Request(Error),
+    /// The broker answered with a request-level error code.
+    Code(KafkaCode),
+}
+
+/// A fetch's outcome, back on the poll thread.
+#[derive(Debug)]
+pub(crate) struct Done {
+    /// The leader asked.
+    pub leader: i32,
+    /// What was asked, with each partition's stamp when it was sent.
+    pub targets: Vec<(FetchTarget, Stamp)>,
+    /// Bytes the fetch reserved in the buffer.
+    pub reserved: usize,
+    /// Per-partition answers, or why there are none.
+    pub outcome: Result<Vec<(TopicPartition, PartitionFetch)>, FetchFailure>,
+}
+
+#[derive(Debug)]
+struct Worker {
+    jobs: Sender<Job>,
+    stop: WakeupHandle,
+    /// The partitions of the fetch in flight.
+    busy: Option<Vec<TopicPartition>>,
+    /// After a failed fetch, no new one before this.
+    retry_at: Option<Instant>,
+}
+
+/// The fetch threads, by leader id, and the channel their answers come back on.
+#[derive(Debug)]
+pub(crate) struct Workers {
+    client: Client,
+    isolation: IsolationLevel,
+    limits: DecodeLimits,
+    workers: HashMap<i32, Worker>,
+    done_tx: Sender<Done>,
+    done_rx: Receiver<Done>,
+    /// Held by every thread and never sent on: disconnected once all have exited.
+    alive_tx: Option<Sender<()>>,
+    alive_rx: Receiver<()>,
+}
+
+impl Workers {
+    /// No threads yet: one is started at the first fetch to each leader.
+    pub fn new(client: Client, isolation: IsolationLevel, limits: DecodeLimits) -> Self {
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let (alive_tx, alive_rx) = crossbeam_channel::bounded(0);
+        Workers {
+            client,
+            isolation,
+            limits,
+            workers: HashMap::new(),
+            done_tx,
+            done_rx,
+            alive_tx: Some(alive_tx),
+            alive_rx,
+        }
+    }
+
+    /// Where answers arrive.
+    pub fn answers(&self) -> &Receiver<Done> {
+        &self.done_rx
+    }
+
+    /// Whether `tp` is part of a fetch in flight.
+    pub fn in_flight(&self, tp: &TopicPartition) -> bool {
+        self.workers
+            .values()
+            .any(|w| w.busy.as_ref().is_some_and(|b| b.contains(tp)))
+    }
+
+    /// Whether any fetch is in flight.
+    pub fn any_in_flight(&self) -> bool {
+        self.workers.values().any(|w| w.busy.is_some())
+    }
+
+    /// Whether a new fetch may go to `leader` now: none in flight, not backing off.
+    pub fn is_idle(&self, leader: i32, now: Instant) -> bool {
+        self.workers.get(&leader).map_or(true, |w| {
+            w.busy.is_none() && w.retry_at.map_or(true, |t| t <= now)
+        })
+    }
+
+    /// Sends a fetch to `broker`'s thread (starting it if needed); the stamps and `reserved`
+    /// come back with the answer.
+    pub fn send(
+        &mut self,
+        broker: &Broker,
+        targets: Vec<(FetchTarget, Stamp)>,
+        settings: FetchSettings,
+        reserved: usize,
+    ) {
+        if !self.workers.contains_key(&broker.id) {
+            let w = self.spawn();
+            self.workers.insert(broker.id, w);
+        }
+        let Some(worker) = self.workers.get_mut(&broker.id) else {
+            return;
+        };
+        worker.busy = Some(targets.iter().map(|(t, _)| t.tp.clone()).collect());
+        worker.retry_at = None;
+        let job = Job {
+            broker: broker.clone(),
+            targets,
+            settings,
+            reserved,
+        };
+        if worker.jobs.send(job).is_err() {
+            // The thread is gone (it only exits when stopped): start over next time.
+            self.workers.remove(&broker.id);
+        }
+    }
+
+    /// An answer from `leader` arrived: it may be sent another fetch, after `backoff` if given
+    /// (a failed fetch).
+    pub fn finished(&mut self, leader: i32, backoff: Option<Duration>) {
+        if let Some(w) = self.workers.get_mut(&leader) {
+            w.busy = None;
+            w.retry_at = backoff.map(|b| crate::deadline::at(Instant::now(), b));
+        }
+    }
+
+    fn spawn(&self) -> Worker {
+        let (jobs, rx) = crossbeam_channel::unbounded::<Job>();
+        let wakeup = Wakeup::default();
+        let stop = wakeup.handle();
+        let client = self.client.clone();
+        let done = self.done_tx.clone();
+        let alive = self.alive_tx.clone();
+        let (isolation, limits) = (self.isolation, self.limits);
+        let spawned = std::thread::Builder::new()
+            .name("kafka-group-fetch".into())
+            .spawn(move || {
+                let _alive = alive;
+                run(&client, &rx, &done, &wakeup, isolation, &limits);
+            });
+        if let Err(e) = spawned {
+            // `send` finds the job channel closed and tries again at the next fetch.
+            log::warn!("cannot start a fetch thread: {e}");
+        }
+        Worker {
+            jobs,
+            stop,
+            busy: None,
+            retry_at: None,
+        }
+    }
+
+    /// Stops every thread (a fetch the broker holds is cut short) and waits until `deadline`
+    /// for them to exit. Answers still to come are dropped.
+    pub fn stop(&mut self, deadline: Instant) {
+        for (_, w) in self.workers.drain() {
+            w.stop.wakeup();
+            // Dropping `w.jobs` ends the thread's wait for the next job.
+        }
+        self.alive_tx = None;
+        // Disconnected once every thread has dropped its sender, i.e. exited.
+        let _ = self.alive_rx.recv_deadline(deadline);
+        while self.done_rx.try_recv().is_ok() {}
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        // Told to stop, the threads exit on their own; a drop does not wait for them.
+        self.stop(Instant::now());
+    }
+}
+
+/// A fetch thread: runs jobs until its job channel closes or it is stopped.
+fn run(
+    client: &Client,
+    jobs: &Receiver<Job>,
+    done: &Sender<Done>,
+    stop: &Wakeup,
+    isolation: IsolationLevel,
+    limits: &DecodeLimits,
+) {
+    let mut fetcher = Fetcher::default();
+    while let Ok(job) = jobs.recv() {
+        if stop.is_pending() {
+            return;
+        }
+        let Job {
+            broker,
+            targets,
+            settings,
+            reserved,
+        } = job;
+        let plain: Vec<FetchTarget> = targets.iter().map(|(t, _)| t.clone()).collect();
+        let deadline = crate::deadline::after(client.connection_config().request_timeout);
+        let answer = fetcher.fetch(client, &broker, &plain, &settings, deadline, stop);
+        if stop.is_pending() {
+            return;
+        }
+        let outcome = match answer {
+            Ok((version, resp)) => fetcher::read_fetch_response(version, resp, &plain, isolation, limits)
+                .map_err(FetchFailure::Code),
+            Err(e) => {
+                fetcher.disconnect(broker.id);
+                Err(FetchFailure::Request(e))
+            }
+        };
+        let sent = done.send(Done {
+            leader: broker.id,
+            targets,
+            reserved,
+            outcome,
+        });
+        if sent.is_err() {
+            return;
+        }
+    }
+}
