@@ -12,6 +12,7 @@ mod accumulator;
 mod builder;
 mod config;
 mod delivery;
+mod idempotence;
 mod partitioner;
 mod record;
 mod request;
