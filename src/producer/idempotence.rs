@@ -1200,6 +1200,25 @@ mod tests {
         assert_eq!((v.last_acked_sequence, v.last_acked_offset), (None, Some(12)));
     }
 
+    /// A renumbered batch keeps its reset mark for later attempts too (Java's
+    /// `sequenceHasBeenReset`): its sequence errors do not bump again.
+    #[test]
+    fn a_renumbered_batch_does_not_bump_again() {
+        let mut s = Sequences::new();
+        s.set_producer(P);
+        let a = s.next_batch(&"t-0", 1, 3).unwrap();
+        s.on_answer(&"t-0", 1, a, &answer(KafkaCode::UnknownProducerId));
+        let Bump::Bumped { producer, .. } = s.bump_epoch() else {
+            panic!()
+        };
+        let again = producer.batch(0);
+        assert_eq!(s.resend(&"t-0", 1), Resend::Now(again));
+        for code in [KafkaCode::UnknownProducerId, KafkaCode::OutOfOrderSequenceNumber] {
+            assert_eq!(s.on_answer(&"t-0", 1, again, &answer(code)), Action::Retry, "{code}");
+            assert!(!s.bump_required(), "{code}");
+        }
+    }
+
     #[test]
     fn a_failed_batch_leaves_a_gap_that_bumps() {
         let mut s = Sequences::new();
