@@ -127,9 +127,7 @@ pub(crate) fn explain(
     if op == Some("IDEMPOTENT_WRITE") {
         // KIP-679: from 2.8 a broker also lets any principal with WRITE on some topic have a
         // producer id.
-        f.write_str(
-            " (Kafka 2.8+ also accepts WRITE on any topic; or set enable.idempotence=false)",
-        )?;
+        f.write_str(" (Kafka 2.8+ also accepts WRITE on any topic; or set enable.idempotence=false)")?;
     }
     if let Some(m) = message.filter(|m| !m.is_empty()) {
         write!(f, "; the broker said: {m}")?;

@@ -134,9 +134,9 @@ impl fmt::Display for WhyNot {
                 f,
                 "{p} excludes idempotence (enable.idempotence was not set, so it is turned off)"
             ),
-            WhyNot::BrokerTooOld => f.write_str(
-                "the broker is older than Kafka 0.11 (no InitProducerId or Produce v3)",
-            ),
+            WhyNot::BrokerTooOld => {
+                f.write_str("the broker is older than Kafka 0.11 (no InitProducerId or Produce v3)")
+            }
         }
     }
 }
@@ -165,7 +165,10 @@ pub(crate) fn check_config(
     } else if acks != Acks::All {
         Some(("acks", "must be all for the idempotent producer".to_string()))
     } else if retries == 0 {
-        Some(("retries", "must be above 0 for the idempotent producer".to_string()))
+        Some((
+            "retries",
+            "must be above 0 for the idempotent producer".to_string(),
+        ))
     } else {
         None
     };
@@ -444,9 +447,7 @@ pub(crate) fn on_partition_answer(
         | KafkaCode::TransactionalIdAuthorizationFailed
         | KafkaCode::UnsupportedVersion => Action::Fatal,
         c if c.is_retriable() => Action::Retry,
-        _ => Action::Fail {
-            bump: !transactional,
-        },
+        _ => Action::Fail { bump: !transactional },
     }
 }
 
@@ -513,7 +514,7 @@ impl Partition {
     fn acknowledge(&mut self, b: &InFlight, base_offset: Option<i64>) {
         let last = b.last_sequence();
         // Answers may come back out of order across a leader change: keep the latest.
-        if self.view.last_acked_sequence.is_none_or(|s| is_later(last, s)) {
+        if self.view.last_acked_sequence.map_or(true, |s| is_later(last, s)) {
             self.view.last_acked_sequence = Some(last);
         }
         self.acknowledge_offset(b.record_count, base_offset);
@@ -525,7 +526,7 @@ impl Partition {
     fn acknowledge_offset(&mut self, record_count: i32, base_offset: Option<i64>) {
         if let Some(o) = base_offset {
             let last = o.saturating_add(record_count as i64 - 1);
-            if self.view.last_acked_offset.is_none_or(|l| last > l) {
+            if self.view.last_acked_offset.map_or(true, |l| last > l) {
                 self.view.last_acked_offset = Some(last);
             }
         }
@@ -695,7 +696,13 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
     /// `sent`: reads the table ([`on_partition_answer`]), updates the partition (acked
     /// sequence and offset, in-flight batches, a bump request) and returns the action;
     /// [`Action::Stale`] for a batch this state does not track.
-    pub(crate) fn on_answer(&mut self, tp: &K, id: u64, sent: BatchProducer, answer: &PartitionAnswer) -> Action {
+    pub(crate) fn on_answer(
+        &mut self,
+        tp: &K,
+        id: u64,
+        sent: BatchProducer,
+        answer: &PartitionAnswer,
+    ) -> Action {
         let Some(p) = self.partitions.get_mut(tp) else {
             return Action::Stale;
         };
@@ -756,7 +763,10 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
             _ => after,
         });
         // Acks for later batches already passed it: it was written.
-        if p.view.last_acked_sequence.is_some_and(|s| !is_later(after, next_sequence(s, 1))) {
+        if p.view
+            .last_acked_sequence
+            .is_some_and(|s| !is_later(after, next_sequence(s, 1)))
+        {
             p.view.unresolved = None;
         }
         if p.settle() {
@@ -851,7 +861,12 @@ mod tests {
     #[test]
     fn row_none_completes_with_the_offset() {
         let a = table(acked(4), batch(5), answer(KafkaCode::None));
-        assert_eq!(a, Action::Complete { base_offset: Some(10) });
+        assert_eq!(
+            a,
+            Action::Complete {
+                base_offset: Some(10)
+            }
+        );
         let unknown = PartitionAnswer {
             base_offset: -1,
             ..answer(KafkaCode::None)
@@ -993,7 +1008,10 @@ mod tests {
     #[test]
     fn row_epoch_errors_fail_and_bump_unless_transactional() {
         for code in [KafkaCode::InvalidProducerEpoch, KafkaCode::ProducerFenced] {
-            assert_eq!(table(acked(4), batch(5), answer(code)), Action::Fail { bump: true });
+            assert_eq!(
+                table(acked(4), batch(5), answer(code)),
+                Action::Fail { bump: true }
+            );
             assert_eq!(
                 on_partition_answer(&acked(4), &batch(5), &answer(code), true),
                 Action::Fatal,
@@ -1061,7 +1079,9 @@ mod tests {
         assert_eq!(s.next_batch(&"t-0", 2, 1).unwrap().base_sequence, 3);
         assert_eq!(
             s.on_answer(&"t-0", 1, P.batch(i32::MAX - 1), &answer(KafkaCode::None)),
-            Action::Complete { base_offset: Some(10) }
+            Action::Complete {
+                base_offset: Some(10)
+            }
         );
         assert_eq!(s.view(&"t-0").unwrap().last_acked_sequence, Some(2));
     }
@@ -1088,12 +1108,19 @@ mod tests {
         };
         assert_eq!(
             s.on_answer(&"t-0", 1, a, &ok(40)),
-            Action::Complete { base_offset: Some(40) }
+            Action::Complete {
+                base_offset: Some(40)
+            }
         );
         let v = s.view(&"t-0").unwrap();
         assert_eq!((v.last_acked_sequence, v.last_acked_offset), (Some(2), Some(42)));
         assert_eq!(s.resend(&"t-0", 2), Resend::Now(b));
-        assert_eq!(s.on_answer(&"t-0", 2, b, &ok(43)), Action::Complete { base_offset: Some(43) });
+        assert_eq!(
+            s.on_answer(&"t-0", 2, b, &ok(43)),
+            Action::Complete {
+                base_offset: Some(43)
+            }
+        );
         assert_eq!(s.view(&"t-0").unwrap().last_acked_sequence, Some(4));
         assert_eq!(s.in_flight(&"t-0"), 0);
         // An answer arriving twice is stale the second time.
@@ -1163,7 +1190,9 @@ mod tests {
         assert!(!s.bump_required());
         assert_eq!(
             s.on_answer(&"t-0", 1, bumped.batch(0), &answer(KafkaCode::None)),
-            Action::Complete { base_offset: Some(10) }
+            Action::Complete {
+                base_offset: Some(10)
+            }
         );
         assert_eq!(s.resend(&"t-0", 2), Resend::Now(bumped.batch(3)));
         assert_eq!(s.next_batch(&"t-0", 5, 1).unwrap(), bumped.batch(5));
@@ -1214,7 +1243,11 @@ mod tests {
         let again = producer.batch(0);
         assert_eq!(s.resend(&"t-0", 1), Resend::Now(again));
         for code in [KafkaCode::UnknownProducerId, KafkaCode::OutOfOrderSequenceNumber] {
-            assert_eq!(s.on_answer(&"t-0", 1, again, &answer(code)), Action::Retry, "{code}");
+            assert_eq!(
+                s.on_answer(&"t-0", 1, again, &answer(code)),
+                Action::Retry,
+                "{code}"
+            );
             assert!(!s.bump_required(), "{code}");
         }
     }
@@ -1250,7 +1283,9 @@ mod tests {
         // The first batch's old attempt was written after all.
         assert_eq!(
             s.on_answer(&"t-0", 1, a, &answer(KafkaCode::None)),
-            Action::Complete { base_offset: Some(10) }
+            Action::Complete {
+                base_offset: Some(10)
+            }
         );
         assert!(s.bump_required());
         s.bump_epoch();
@@ -1387,7 +1422,12 @@ mod tests {
             }
         ));
         let text = e.to_string();
-        for part in ["IDEMPOTENT_WRITE", "the cluster", "InitProducerId", "enable.idempotence=false"] {
+        for part in [
+            "IDEMPOTENT_WRITE",
+            "the cluster",
+            "InitProducerId",
+            "enable.idempotence=false",
+        ] {
             assert!(text.contains(part), "{text}");
         }
     }
@@ -1405,8 +1445,14 @@ mod tests {
             }
         ));
         assert!(e.to_string().contains("at most 5"), "{e}");
-        assert_eq!(check_config(Some(true), 5, Acks::All, 3).unwrap(), Requested::Idempotent);
-        assert_eq!(check_config(None, 5, Acks::All, 3).unwrap(), Requested::Idempotent);
+        assert_eq!(
+            check_config(Some(true), 5, Acks::All, 3).unwrap(),
+            Requested::Idempotent
+        );
+        assert_eq!(
+            check_config(None, 5, Acks::All, 3).unwrap(),
+            Requested::Idempotent
+        );
         // Left at its default, idempotence gives way.
         assert_eq!(
             check_config(None, 6, Acks::All, 3).unwrap(),

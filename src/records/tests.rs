@@ -240,7 +240,10 @@ fn v2_carries_the_producer_id_epoch_and_sequence() {
     }
     let plain = decode(&encode(&sent, Compression::None, 2).unwrap(), &limits()).unwrap();
     let info = plain.batches[0];
-    assert_eq!((info.producer_id, info.producer_epoch, info.base_sequence), (-1, -1, -1));
+    assert_eq!(
+        (info.producer_id, info.producer_epoch, info.base_sequence),
+        (-1, -1, -1)
+    );
 }
 
 #[test]
@@ -306,7 +309,10 @@ fn restamp_rewrites_the_header_only() {
         let d = decode(&again, &limits()).unwrap();
         assert_matches(&d, &sent, 0, true);
         let info = d.batches[0];
-        assert_eq!((info.producer_id, info.producer_epoch, info.base_sequence), (9, 1, 0));
+        assert_eq!(
+            (info.producer_id, info.producer_epoch, info.base_sequence),
+            (9, 1, 0)
+        );
     }
     let batch = encode_with(&sent, Compression::None, 2, &first).unwrap();
     let mut damaged = batch.to_vec();
@@ -370,7 +376,10 @@ fn v2_producer_fields_agree_with_kafka_protocol() {
     kp::RecordBatchEncoder::encode(&mut buf, &theirs, &options).unwrap();
     let d = decode(&buf.freeze(), &limits()).unwrap();
     let info = d.batches[0];
-    assert_eq!((info.producer_id, info.producer_epoch, info.base_sequence), (77, 3, 1_000));
+    assert_eq!(
+        (info.producer_id, info.producer_epoch, info.base_sequence),
+        (77, 3, 1_000)
+    );
 }
 
 #[test]

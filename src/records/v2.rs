@@ -279,7 +279,9 @@ pub(super) fn restamp(batch: &Bytes, producer: &BatchProducer) -> Result<Bytes, 
         ));
     }
     if crc32c::crc32c(&batch[CRC_FROM..]) != u32::from_be_bytes(be(batch, CRC_AT)) {
-        return Err(RecordsError::Corrupt("record batch CRC does not match before restamp".into()));
+        return Err(RecordsError::Corrupt(
+            "record batch CRC does not match before restamp".into(),
+        ));
     }
     let mut out = batch.to_vec();
     out[PRODUCER_AT..PRODUCER_AT + 8].copy_from_slice(&producer.id.to_be_bytes());
