@@ -25,7 +25,8 @@
 //! 6. **Epoch bump** ([`Sequences::bump_epoch`], when [`Sequences::bump_required`]): as
 //!    Java's client does since Kafka 2.5 (KIP-360), an idempotent producer bumps its epoch
 //!    locally: its producer id is its own, and a broker of any version accepts a higher epoch
-//!    whose first batch has sequence 0. The partitions that asked have their in-flight batches
+//!    whose first batch has sequence 0 (InitProducerId naming the current id would not help:
+//!    without a transactional id the broker answers with a new id). The partitions that asked have their in-flight batches
 //!    renumbered from 0 under the new epoch, and those batches' bytes must be restamped
 //!    ([`crate::records::restamp`]) before they are resent: [`Sequences::resend`] gives the
 //!    values. Other partitions finish their in-flight batches under the old epoch, then restart
@@ -219,9 +220,11 @@ pub(crate) fn support(requested: Requested, broker: &BrokerVersions) -> Support 
 pub(crate) enum InitPurpose {
     /// A new producer id (first start, or the epoch is exhausted).
     Fresh,
-    /// KIP-360: the same producer id with a higher epoch, naming the current ones (v3+). The
-    /// idempotent producer bumps locally instead ([`Sequences::bump_epoch`]); this is for a
-    /// caller that wants the broker to do it.
+    /// KIP-360: the same producer id with a higher epoch, naming the current ones (v3+). Only
+    /// a transactional producer gets that: without a transactional id a broker ignores the
+    /// named id and hands out a new one (checked against Kafka 4.4 in
+    /// `tests/it/idempotence_codec_tests.rs`), which is why the idempotent producer bumps
+    /// locally ([`Sequences::bump_epoch`]).
     Bump(ProducerIdEpoch),
 }
 

@@ -130,4 +130,29 @@ fn idempotent_batches_against_a_real_broker() {
         matches!(code, KafkaCode::InvalidProducerEpoch | KafkaCode::ProducerFenced),
         "old epoch: {code}"
     );
+
+    // KIP-360's InitProducerId naming the current id and epoch: without a transactional id
+    // the broker does not bump them but hands out a new id, which is why the idempotent
+    // producer bumps its epoch locally instead.
+    let again = client
+        .send_to(leader, |_| InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: i32::MAX,
+            producer_id: id,
+            producer_epoch: epoch + 1,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        KafkaCode::from_code(again.error_code),
+        KafkaCode::None,
+        "{again:?}"
+    );
+    println!(
+        "InitProducerId naming {id}/{}: producer id {} epoch {}",
+        epoch + 1,
+        again.producer_id,
+        again.producer_epoch
+    );
+    assert_ne!(again.producer_id, id, "{again:?}");
 }
