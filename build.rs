@@ -33,6 +33,8 @@ const SCHEMAS: &[&str] = &[
     "FetchResponse.json",
     "ProduceRequest.json",
     "ProduceResponse.json",
+    "InitProducerIdRequest.json",
+    "InitProducerIdResponse.json",
     "CreateTopicsRequest.json",
     "CreateTopicsResponse.json",
     "DeleteTopicsRequest.json",

@@ -89,6 +89,9 @@ pub(crate) fn needed_operation(api: ApiKey, resource: &Resource) -> Option<&'sta
             Resource::Group(_),
         ) => Some("READ"),
         (A::FindCoordinator | A::DescribeGroups | A::OffsetFetch, Resource::Group(_)) => Some("DESCRIBE"),
+        // The idempotent producer: InitProducerId, and Produce with a producer id on brokers
+        // before 2.8.
+        (A::InitProducerId | A::Produce, Resource::Cluster) => Some("IDEMPOTENT_WRITE"),
         _ => None,
     }
 }
@@ -120,6 +123,11 @@ pub(crate) fn explain(
     if api == ApiKey::CreateTopics && matches!(resource, Resource::Topic(_)) {
         // Kafka checks CREATE on the cluster first, then on each topic.
         f.write_str(" (or CREATE on the cluster)")?;
+    }
+    if op == Some("IDEMPOTENT_WRITE") {
+        // KIP-679: from 2.8 a broker also lets any principal with WRITE on some topic have a
+        // producer id.
+        f.write_str(" (Kafka 2.8+ also accepts WRITE on any topic; or set enable.idempotence=false)")?;
     }
     if let Some(m) = message.filter(|m| !m.is_empty()) {
         write!(f, "; the broker said: {m}")?;

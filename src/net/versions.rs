@@ -67,6 +67,13 @@ pub const RECORD_HEADERS: Capability = Capability {
     needs: &[(ApiKey::Produce, 3)],
 };
 
+/// The idempotent producer (KIP-98, Kafka 0.11+): a producer id from InitProducerId, and record
+/// batches (Produce v3+) to carry it with the epoch and sequence numbers.
+pub const IDEMPOTENT_PRODUCER: Capability = Capability {
+    name: "the idempotent producer (enable.idempotence)",
+    needs: &[(ApiKey::InitProducerId, 0), (ApiKey::Produce, 3)],
+};
+
 /// zstd compression (KIP-110) needs Produce v7.
 pub const ZSTD_COMPRESSION: Capability = Capability {
     name: "zstd compression",
@@ -209,6 +216,25 @@ mod tests {
         let ok = releases::by_name("zk-2.3").unwrap().apis.clone();
         assert!(check(&STATIC_MEMBERSHIP, &ok).is_ok());
         assert!(check(&REMOVE_MEMBERS_BY_INSTANCE_ID, &ok).is_err());
+    }
+
+    #[test]
+    fn idempotence_needs_kafka_0_11() {
+        let old = releases::by_name("zk-0.10.2").unwrap().apis.clone();
+        let e = check(&IDEMPOTENT_PRODUCER, &old).unwrap_err();
+        let Error::MissingCapability {
+            missing,
+            since_release,
+            ..
+        } = &e
+        else {
+            panic!("{e}")
+        };
+        assert_eq!(missing.len(), 2, "{e}");
+        assert_eq!(*since_release, Some("zk-0.11.0"));
+        assert!(e.to_string().contains("InitProducerId"), "{e}");
+        let ok = releases::by_name("zk-0.11.0").unwrap().apis.clone();
+        assert!(check(&IDEMPOTENT_PRODUCER, &ok).is_ok());
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod broker;
 mod builder;
 mod config;
 mod delivery;
+mod idempotence;
 mod partitioner;
 mod record;
 mod request;

@@ -257,6 +257,8 @@ pairs! {
     fetch_response: FetchResponse;
     produce_request: ProduceRequest;
     produce_response: ProduceResponse;
+    init_producer_id_request: InitProducerIdRequest;
+    init_producer_id_response: InitProducerIdResponse;
     create_topics_request: CreateTopicsRequest;
     create_topics_response: CreateTopicsResponse;
     delete_topics_request: DeleteTopicsRequest;
@@ -304,6 +306,7 @@ header_pairs!(
     ListOffsetsRequest / ListOffsetsResponse,
     FetchRequest / FetchResponse,
     ProduceRequest / ProduceResponse,
+    InitProducerIdRequest / InitProducerIdResponse,
     CreateTopicsRequest / CreateTopicsResponse,
     DeleteTopicsRequest / DeleteTopicsResponse,
     DescribeGroupsRequest / DescribeGroupsResponse,
@@ -336,6 +339,9 @@ const NEWER_THAN_3_9: &[(&str, i16, i16)] = &[
     // v12 only bumps the version (KIP-890 transactions v2); v13 replaces topic names with ids.
     ("ProduceRequest", 11, 13),
     ("ProduceResponse", 11, 13),
+    // v6 adds the ongoing transaction's producer id and epoch (KIP-939, two-phase commit).
+    // kafka-protocol 0.18 has it on the response only; its request still stops at v5.
+    ("InitProducerIdResponse", 5, 6),
     // v6 adds a per-group ErrorMessage (KIP-1043).
     ("DescribeGroupsRequest", 5, 6),
     ("DescribeGroupsResponse", 5, 6),

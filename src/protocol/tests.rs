@@ -85,6 +85,8 @@ round_trips!(
     FetchResponse,
     ProduceRequest,
     ProduceResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -188,6 +190,8 @@ mod seeded_by_proptest {
             round_trips::<FetchRequest>(seed, max_len)?;
             round_trips::<FetchResponse>(seed, max_len)?;
             round_trips::<ProduceRequest>(seed, max_len)?;
+            round_trips::<InitProducerIdRequest>(seed, max_len)?;
+            round_trips::<InitProducerIdResponse>(seed, max_len)?;
         }
     }
 }

@@ -120,6 +120,8 @@ fn legacy_batch(base_offset: i64, last_offset: i64) -> BatchInfo {
         last_offset,
         leader_epoch: None,
         producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
         transactional: false,
         control: false,
     }

@@ -166,6 +166,10 @@ pub struct BatchInfo {
     pub leader_epoch: Option<i32>,
     /// Producer id, -1 for none.
     pub producer_id: i64,
+    /// Producer epoch, -1 for none (and for legacy messages).
+    pub producer_epoch: i16,
+    /// Sequence number of the batch's first record (KIP-98), -1 for none.
+    pub base_sequence: i32,
     /// Part of a transaction.
     pub transactional: bool,
     /// Holds control records (transaction markers).
@@ -235,16 +239,100 @@ pub fn decode(bytes: &Bytes, limits: &DecodeLimits) -> Result<Decoded, RecordsEr
     Ok(out)
 }
 
+/// Who writes a batch, for the idempotent producer (KIP-98): the producer id and epoch from
+/// InitProducerId and the sequence number of the batch's first record in its partition.
+///
+/// The three travel in the batch header, under its CRC. A retried batch must be resent with the
+/// same three values (the broker recognises a duplicate by them), so they are fixed when the
+/// batch is first encoded and the same bytes are resent; only after an epoch bump does a batch
+/// take new values, through [`restamp`], which rewrites the header without re-encoding the
+/// records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchProducer {
+    /// Producer id, -1 for none.
+    pub id: i64,
+    /// Producer epoch, -1 for none.
+    pub epoch: i16,
+    /// Sequence of the first record, -1 for none.
+    pub base_sequence: i32,
+}
+
+impl BatchProducer {
+    /// No producer: a plain, non-idempotent batch.
+    pub const NONE: BatchProducer = BatchProducer {
+        id: -1,
+        epoch: -1,
+        base_sequence: -1,
+    };
+
+    /// Whether this names a producer (an idempotent batch).
+    pub fn is_some(&self) -> bool {
+        self.id >= 0
+    }
+
+    /// Refuses values a broker would reject: an id with a negative epoch or sequence, or an
+    /// epoch or sequence without an id.
+    fn check(&self) -> Result<(), RecordsError> {
+        let ok = if self.id >= 0 {
+            self.epoch >= 0 && self.base_sequence >= 0
+        } else {
+            *self == BatchProducer::NONE
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(RecordsError::Unsupported(format!(
+                "invalid producer id {}, epoch {}, base sequence {}",
+                self.id, self.epoch, self.base_sequence
+            )))
+        }
+    }
+}
+
+impl Default for BatchProducer {
+    fn default() -> Self {
+        BatchProducer::NONE
+    }
+}
+
 /// Encodes `records` as one batch for a Produce request: magic 2 (record batch, Produce v3+)
 /// when `magic == 2`, else a legacy message set of that magic (Produce v0–v2, brokers before
 /// 0.11; magic 1 from Produce v2). Offsets are 0, 1, …: the broker assigns the real ones. No
-/// records encode to no bytes.
+/// records encode to no bytes. The batch has no producer: see [`encode_with`].
 pub fn encode(records: &[NewRecord], compression: Compression, magic: i8) -> Result<Bytes, RecordsError> {
+    encode_with(records, compression, magic, &BatchProducer::NONE)
+}
+
+/// [`encode`] with a producer id, epoch and base sequence in the batch header (idempotent
+/// produce, magic 2 only: legacy message sets have no room for them and fail with
+/// [`RecordsError::Unsupported`], as do an id without epoch and sequence or the reverse).
+pub fn encode_with(
+    records: &[NewRecord],
+    compression: Compression,
+    magic: i8,
+    producer: &BatchProducer,
+) -> Result<Bytes, RecordsError> {
+    producer.check()?;
     match magic {
-        2 => v2::encode_batch(records, compression),
+        2 => v2::encode_batch_with(records, compression, producer),
+        0 | 1 if producer.is_some() => Err(RecordsError::Unsupported(format!(
+            "magic {magic} message sets carry no producer id (idempotence needs Produce v3+)"
+        ))),
         0 | 1 => legacy::encode_message_set(records, compression, magic),
         m => Err(RecordsError::Unsupported(format!("unknown magic {m}"))),
     }
+}
+
+/// A copy of one encoded record batch (magic 2, as [`encode_with`] writes it) with another
+/// producer id, epoch and base sequence, and its CRC recomputed; the records are not touched,
+/// so a compressed batch is not compressed again. For resending a batch after an epoch bump
+/// renumbered its partition's sequences. No bytes stay no bytes.
+pub fn restamp(batch: &Bytes, producer: &BatchProducer) -> Result<Bytes, RecordsError> {
+    producer.check()?;
+    if batch.is_empty() {
+        return Ok(Bytes::new());
+    }
+    v2::restamp(batch, producer)
 }
 
 /// The `N` bytes at `at`, for a big-endian integer at a fixed position of a header whose length

@@ -215,6 +215,173 @@ fn v2_agrees_with_kafka_protocol() {
     }
 }
 
+/// An idempotent batch (KIP-98) carries its producer id, epoch and base sequence under the
+/// CRC, and both decoders read them back.
+#[test]
+fn v2_carries_the_producer_id_epoch_and_sequence() {
+    let sent = sample(true);
+    let who = BatchProducer {
+        id: 4_000_000_123,
+        epoch: 7,
+        base_sequence: 42,
+    };
+    for c in ALL {
+        let batch = encode_with(&sent, c, 2, &who).unwrap();
+        let d = decode(&batch, &limits()).unwrap();
+        assert_matches(&d, &sent, 0, true);
+        let info = d.batches[0];
+        assert_eq!(
+            (info.producer_id, info.producer_epoch, info.base_sequence),
+            (who.id, who.epoch, who.base_sequence),
+            "{c:?}"
+        );
+        // Not transactional: an idempotent batch is returned to read_committed consumers too.
+        assert!(!info.transactional && d.transactional().is_empty());
+    }
+    let plain = decode(&encode(&sent, Compression::None, 2).unwrap(), &limits()).unwrap();
+    let info = plain.batches[0];
+    assert_eq!(
+        (info.producer_id, info.producer_epoch, info.base_sequence),
+        (-1, -1, -1)
+    );
+}
+
+#[test]
+fn producer_values_that_a_broker_would_reject_are_refused() {
+    let sent = sample(false);
+    let bad = [
+        BatchProducer {
+            id: 1,
+            epoch: -1,
+            base_sequence: 0,
+        },
+        BatchProducer {
+            id: 1,
+            epoch: 0,
+            base_sequence: -1,
+        },
+        BatchProducer {
+            id: -1,
+            epoch: 0,
+            base_sequence: 0,
+        },
+    ];
+    for p in bad {
+        assert!(matches!(
+            encode_with(&sent, Compression::None, 2, &p),
+            Err(RecordsError::Unsupported(_))
+        ));
+    }
+    let who = BatchProducer {
+        id: 1,
+        epoch: 0,
+        base_sequence: 0,
+    };
+    for magic in [0, 1] {
+        let e = encode_with(&sent, Compression::None, magic, &who).unwrap_err();
+        assert!(e.to_string().contains("Produce v3+"), "{e}");
+        assert!(encode_with(&sent, Compression::None, magic, &BatchProducer::NONE).is_ok());
+    }
+}
+
+/// After an epoch bump a batch is resent with new values: only the header changes, the CRC is
+/// valid again, and the records (compressed ones too) are the same bytes.
+#[test]
+fn restamp_rewrites_the_header_only() {
+    let sent = sample(true);
+    let first = BatchProducer {
+        id: 9,
+        epoch: 0,
+        base_sequence: 100,
+    };
+    let bumped = BatchProducer {
+        id: 9,
+        epoch: 1,
+        base_sequence: 0,
+    };
+    for c in ALL {
+        let batch = encode_with(&sent, c, 2, &first).unwrap();
+        let again = restamp(&batch, &bumped).unwrap();
+        assert_eq!(again.len(), batch.len());
+        assert_eq!(&again[..17], &batch[..17], "{c:?}");
+        assert_eq!(&again[21..43], &batch[21..43], "{c:?}");
+        assert_eq!(&again[57..], &batch[57..], "{c:?}");
+        let d = decode(&again, &limits()).unwrap();
+        assert_matches(&d, &sent, 0, true);
+        let info = d.batches[0];
+        assert_eq!(
+            (info.producer_id, info.producer_epoch, info.base_sequence),
+            (9, 1, 0)
+        );
+    }
+    let batch = encode_with(&sent, Compression::None, 2, &first).unwrap();
+    let mut damaged = batch.to_vec();
+    damaged[70] ^= 1;
+    assert!(matches!(
+        restamp(&Bytes::from(damaged), &bumped),
+        Err(RecordsError::Corrupt(_))
+    ));
+    let two = concat(&[&batch, &batch]);
+    assert!(restamp(&two, &bumped).is_err());
+    let legacy = encode(&sample(false), Compression::None, 1).unwrap();
+    assert!(restamp(&legacy, &bumped).is_err());
+    assert!(restamp(&batch.slice(..30), &bumped).is_err());
+    assert!(restamp(&Bytes::new(), &bumped).unwrap().is_empty());
+}
+
+/// kafka-protocol reads the producer fields we write, and we read the ones it writes.
+#[test]
+fn v2_producer_fields_agree_with_kafka_protocol() {
+    use kafka_protocol::records as kp;
+    let sent = sample(false);
+    let who = BatchProducer {
+        id: 77,
+        epoch: 3,
+        base_sequence: 1_000,
+    };
+    for c in ALL {
+        let mut ours = encode_with(&sent, c, 2, &who).unwrap();
+        let set = kp::RecordBatchDecoder::decode(&mut ours).unwrap();
+        assert_eq!(set.records.len(), sent.len());
+        for (i, r) in set.records.iter().enumerate() {
+            assert_eq!((r.producer_id, r.producer_epoch), (77, 3), "{c:?}");
+            assert_eq!(r.sequence, 1_000 + i as i32, "{c:?}");
+            assert!(!r.transactional);
+        }
+    }
+    let theirs: Vec<kp::Record> = sent
+        .iter()
+        .enumerate()
+        .map(|(i, r)| kp::Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: 77,
+            producer_epoch: 3,
+            timestamp_type: kp::TimestampType::Creation,
+            offset: i as i64,
+            sequence: 1_000 + i as i32,
+            timestamp: r.timestamp.unwrap(),
+            key: r.key.clone(),
+            value: r.value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    let options = kp::RecordEncodeOptions {
+        version: 2,
+        compression: kp::Compression::Lz4,
+    };
+    kp::RecordBatchEncoder::encode(&mut buf, &theirs, &options).unwrap();
+    let d = decode(&buf.freeze(), &limits()).unwrap();
+    let info = d.batches[0];
+    assert_eq!(
+        (info.producer_id, info.producer_epoch, info.base_sequence),
+        (77, 3, 1_000)
+    );
+}
+
 #[test]
 fn v2_offsets_come_from_the_batch_header() {
     let sent = sample(false);

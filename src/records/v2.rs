@@ -8,7 +8,9 @@
 //! ([`super::compression`]).
 
 use super::compression::{compress, decompress};
-use super::{be, now_ms, BatchInfo, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError};
+use super::{
+    be, now_ms, BatchInfo, BatchProducer, Compression, DecodeLimits, Decoded, NewRecord, Record, RecordsError,
+};
 use crate::protocol::wire::{put_varint, put_varlong};
 use crate::protocol::Decoder;
 use bytes::Bytes;
@@ -21,6 +23,8 @@ pub(super) const HEADER: usize = 61;
 /// Where the CRC-32C is stored, and where the bytes it covers (attributes to the end) start.
 const CRC_AT: usize = 17;
 const CRC_FROM: usize = 21;
+/// Where producer id (8), producer epoch (2) and base sequence (4) are, inside the CRC.
+const PRODUCER_AT: usize = 43;
 /// The smallest a record can be on the wire: length, attributes, timestamp delta, offset
 /// delta, key length, value length and header count, one byte each.
 const MIN_RECORD: usize = 7;
@@ -57,7 +61,9 @@ pub(super) fn decode_batch(
     let last_offset_delta = i32::from_be_bytes(be(&batch, 23));
     let base_timestamp = i64::from_be_bytes(be(&batch, 27));
     let max_timestamp = i64::from_be_bytes(be(&batch, 35));
-    let producer_id = i64::from_be_bytes(be(&batch, 43));
+    let producer_id = i64::from_be_bytes(be(&batch, PRODUCER_AT));
+    let producer_epoch = i16::from_be_bytes(be(&batch, PRODUCER_AT + 8));
+    let base_sequence = i32::from_be_bytes(be(&batch, PRODUCER_AT + 10));
     let record_count = i32::from_be_bytes(be(&batch, 57));
     if record_count < 0 {
         return Err(RecordsError::Corrupt(format!(
@@ -80,6 +86,8 @@ pub(super) fn decode_batch(
         last_offset: base_offset.wrapping_add(last_offset_delta as i64),
         leader_epoch: (leader_epoch >= 0).then_some(leader_epoch),
         producer_id,
+        producer_epoch,
+        base_sequence,
         transactional: attributes & TRANSACTIONAL != 0,
         control,
     });
@@ -185,9 +193,16 @@ fn len_i32(n: usize) -> Result<i32, RecordsError> {
     i32::try_from(n).map_err(|_| RecordsError::Unsupported(format!("{n} bytes do not fit a record batch")))
 }
 
-/// Encodes `records` as one batch with base offset 0 (the broker assigns offsets), no producer
-/// id (not idempotent) and create-time timestamps. No records encode to no bytes.
-pub(super) fn encode_batch(records: &[NewRecord], compression: Compression) -> Result<Bytes, RecordsError> {
+/// Encodes `records` as one batch with base offset 0 (the broker assigns offsets), written by
+/// `producer` (id, epoch and base sequence, already checked; all -1 for a plain batch) and with
+/// create-time timestamps. No records encode to no bytes. The records' own sequences are
+/// implied (base sequence + offset delta), so only the header carries them; the broker derives
+/// the last sequence from the last offset delta, wrapping past `i32::MAX` to 0.
+pub(super) fn encode_batch_with(
+    records: &[NewRecord],
+    compression: Compression,
+    producer: &BatchProducer,
+) -> Result<Bytes, RecordsError> {
     if records.is_empty() {
         return Ok(Bytes::new());
     }
@@ -234,12 +249,44 @@ pub(super) fn encode_batch(records: &[NewRecord], compression: Compression) -> R
     header.extend_from_slice(&(count - 1).to_be_bytes()); // last offset delta
     header.extend_from_slice(&base_timestamp.to_be_bytes());
     header.extend_from_slice(&max_timestamp.to_be_bytes());
-    header.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-    header.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-    header.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    header.extend_from_slice(&producer.id.to_be_bytes());
+    header.extend_from_slice(&producer.epoch.to_be_bytes());
+    header.extend_from_slice(&producer.base_sequence.to_be_bytes());
     header.extend_from_slice(&count.to_be_bytes());
     buf[..HEADER].copy_from_slice(&header);
-    let crc = crc32c::crc32c(&buf[CRC_FROM..]);
-    buf[CRC_AT..CRC_FROM].copy_from_slice(&crc.to_be_bytes());
+    seal(&mut buf);
     Ok(Bytes::from(buf))
+}
+
+/// Writes the CRC-32C of everything after it.
+fn seal(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[CRC_FROM..]);
+    batch[CRC_AT..CRC_FROM].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// A copy of `batch` (exactly one magic 2 batch) with `producer` in its header. The old CRC is
+/// checked first, so a batch damaged in memory is not sealed again as if it were sound.
+pub(super) fn restamp(batch: &Bytes, producer: &BatchProducer) -> Result<Bytes, RecordsError> {
+    if batch.len() < HEADER || batch[super::MAGIC_OFFSET] != 2 {
+        return Err(RecordsError::Unsupported(
+            "only a whole magic 2 record batch can be restamped".into(),
+        ));
+    }
+    let length = i32::from_be_bytes(be(batch, 8));
+    if usize::try_from(length).ok().map(|l| l + super::LOG_OVERHEAD) != Some(batch.len()) {
+        return Err(RecordsError::Unsupported(
+            "restamp takes exactly one record batch".into(),
+        ));
+    }
+    if crc32c::crc32c(&batch[CRC_FROM..]) != u32::from_be_bytes(be(batch, CRC_AT)) {
+        return Err(RecordsError::Corrupt(
+            "record batch CRC does not match before restamp".into(),
+        ));
+    }
+    let mut out = batch.to_vec();
+    out[PRODUCER_AT..PRODUCER_AT + 8].copy_from_slice(&producer.id.to_be_bytes());
+    out[PRODUCER_AT + 8..PRODUCER_AT + 10].copy_from_slice(&producer.epoch.to_be_bytes());
+    out[PRODUCER_AT + 10..PRODUCER_AT + 14].copy_from_slice(&producer.base_sequence.to_be_bytes());
+    seal(&mut out);
+    Ok(Bytes::from(out))
 }

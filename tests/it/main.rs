@@ -20,6 +20,7 @@ mod group_tests;
 mod group_usability_tests;
 mod harness;
 mod hostile_api_tests;
+mod idempotence_codec_tests;
 mod interop_tests;
 mod isolation_tests;
 mod legacy_sasl_tests;
