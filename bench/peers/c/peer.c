@@ -3,6 +3,7 @@
  *   peer produce BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
  *   peer consume BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
  *   peer latency BOOTSTRAP TOPIC RATE SECONDS SIZE [-X key=value]...
+ *   peer version
  * -X sets a librdkafka property on the producer (produce, latency) or consumer (consume);
  * everything else is librdkafka's default, except acks=all. */
 #include <librdkafka/rdkafka.h>
@@ -166,6 +167,10 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
+	if (argc == 2 && !strcmp(argv[1], "version")) {
+		printf("librdkafka %s\n", rd_kafka_version_str());
+		return 0;
+	}
 	if (argc < 6)
 		die("usage", "peer produce|consume|latency BOOTSTRAP TOPIC ... [-X key=value]...");
 	const char *mode = argv[1], *bootstrap = argv[2], *topic = argv[3];

@@ -36,7 +36,9 @@ fn pool(n: usize, size: usize) -> Vec<Bytes> {
         x ^= x << 17;
         b"abcdefghijklmnop"[(x & 15) as usize]
     };
-    (0..n).map(|_| (0..size).map(|_| next()).collect::<Vec<u8>>().into()).collect()
+    (0..n)
+        .map(|_| (0..size).map(|_| next()).collect::<Vec<u8>>().into())
+        .collect()
 }
 
 /// The producer settings a row changes, as given (`default` when not).
@@ -48,9 +50,16 @@ struct Settings {
 
 impl Settings {
     fn parse(args: &[String]) -> Result<Settings, BoxError> {
-        let mut s = Settings { batch_size: None, linger_ms: None, compression: None };
+        let mut s = Settings {
+            batch_size: None,
+            linger_ms: None,
+            compression: None,
+        };
         for kv in args.chunks(2) {
-            let (k, v) = kv.get(1).and_then(|kv| kv.split_once('=')).ok_or("expected -X key=value")?;
+            let (k, v) = kv
+                .get(1)
+                .and_then(|kv| kv.split_once('='))
+                .ok_or("expected -X key=value")?;
             match k {
                 "batch.size" => s.batch_size = Some(v.parse()?),
                 "linger.ms" => s.linger_ms = Some(v.parse()?),
@@ -100,7 +109,10 @@ impl Settings {
 fn consumer(client: &Client, topic: &str) -> Result<kafka_group::Consumer, BoxError> {
     let md = client.refresh_metadata(Some(&[topic]))?;
     let t = md.topics.get(topic).ok_or("topic not in metadata")?;
-    let parts = t.partitions.iter().map(|p| TopicPartition::new(topic, p.partition));
+    let parts = t
+        .partitions
+        .iter()
+        .map(|p| TopicPartition::new(topic, p.partition));
     Ok(client
         .consumer_without_group()
         .assign(parts.collect::<Vec<_>>())
@@ -114,13 +126,19 @@ fn main() -> Result<(), BoxError> {
         return Err("usage: kafka-group-peer produce|consume|latency|create-topics BOOTSTRAP ...".into());
     }
     let (mode, bootstrap) = (args[0].as_str(), args[1].as_str());
-    let client = Client::builder().bootstrap_servers(bootstrap).client_id("peer-rust").build()?;
+    let client = Client::builder()
+        .bootstrap_servers(bootstrap)
+        .client_id("peer-rust")
+        .build()?;
     let name = "kafka-group";
     let num = |i: usize| -> Result<f64, BoxError> { Ok(args.get(i).ok_or("missing argument")?.parse()?) };
     match mode {
         "create-topics" => {
             let partitions = num(2)? as i32;
-            let topics: Vec<NewTopic> = args[3..].iter().map(|t| NewTopic::new(t, partitions, 1)).collect();
+            let topics: Vec<NewTopic> = args[3..]
+                .iter()
+                .map(|t| NewTopic::new(t, partitions, 1))
+                .collect();
             client.admin().create_topics(&topics, Duration::from_secs(30))?;
         }
         "produce" => {
@@ -133,7 +151,10 @@ fn main() -> Result<(), BoxError> {
             producer.flush()?;
             let (t, c) = (Instant::now(), cpu());
             for i in 0..n {
-                producer.send(ProducerRecord::new(topic.as_str(), values[i % values.len()].clone()))?;
+                producer.send(ProducerRecord::new(
+                    topic.as_str(),
+                    values[i % values.len()].clone(),
+                ))?;
             }
             producer.flush()?;
             let (t, c) = (t.elapsed().as_secs_f64(), cpu() - c);
@@ -188,7 +209,10 @@ fn latency(client: &Client, name: &str, args: &[String]) -> Result<(), BoxError>
                 let v = r.value.unwrap_or_default();
                 if v.first() == Some(&b'w') {
                     reader_ready.store(true, Ordering::Release);
-                } else if let Some(sent) = std::str::from_utf8(&v[..20.min(v.len())]).ok().and_then(|s| s.parse::<f64>().ok()) {
+                } else if let Some(sent) = std::str::from_utf8(&v[..20.min(v.len())])
+                    .ok()
+                    .and_then(|s| s.parse::<f64>().ok())
+                {
                     lat.push(t0.elapsed().as_secs_f64() - sent / 1e9);
                 }
             }
@@ -216,7 +240,10 @@ fn latency(client: &Client, name: &str, args: &[String]) -> Result<(), BoxError>
     let mut lat = reader.join().map_err(|_| "reader panicked")??;
     let c = cpu() - c;
     lat.sort_by(f64::total_cmp);
-    let q = |p: f64| lat.get(((lat.len() as f64 * p).ceil() as usize).max(1) - 1).map_or(0.0, |v| v * 1e3);
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 * p).ceil() as usize).max(1) - 1)
+            .map_or(0.0, |v| v * 1e3)
+    };
     println!(
         "{{\"client\":\"{name}\",\"mode\":\"latency\",\"records\":{},\"rate\":{rate},\"p50_ms\":{:.3},\
          \"p99_ms\":{:.3},\"max_ms\":{:.3},\"cpu_seconds\":{c:.3},\"settings\":{{{}}}}}",
