@@ -78,7 +78,7 @@ static void settings(rd_kafka_conf_t *c, const char **keys, char *out, size_t le
 }
 
 static const char *pkeys[] = {"acks", "batch.size", "batch.num.messages", "linger.ms", "compression.type", NULL};
-static const char *ckeys[] = {"fetch.wait.max.ms", "fetch.min.bytes", "queued.min.messages", NULL};
+static const char *ckeys[] = {"fetch.wait.max.ms", "fetch.min.bytes", "queued.min.messages", "fetch.queue.backoff.ms", NULL};
 static long delivered, failed;
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {

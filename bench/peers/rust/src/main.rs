@@ -19,9 +19,13 @@ use std::time::{Duration, Instant};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn cpu() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    // SAFETY: rusage is plain integers (all-zero is valid), and getrusage only writes the
+    // struct it is given.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(u.ru_utime) + tv(u.ru_stime)
 }
@@ -184,7 +188,7 @@ fn main() -> Result<(), BoxError> {
             );
             consumer.close()?;
         }
-        "latency" => latency(&client, &name, &args)?,
+        "latency" => latency(&client, name, &args)?,
         _ => return Err(format!("unknown mode {mode}").into()),
     }
     Ok(())
