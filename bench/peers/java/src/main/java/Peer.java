@@ -30,6 +30,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class Peer {
     static final String CLIENT = "kafka-clients " + version();
     static final long T0 = System.nanoTime();
+    /** A fresh JVM runs its first million records mostly interpreted; a long-running service's
+     * client is JIT-compiled. So produce and consume first do the same work once untimed, in
+     * this JVM (PEER_JAVA_WARMUP=0: not). */
+    static final boolean WARM = !"0".equals(System.getenv("PEER_JAVA_WARMUP"));
+    static final String WARMED = WARM ? ",\"jvm_warmup\":\"one untimed pass\"" : ",\"jvm_warmup\":\"none\"";
 
     /** The release, from the properties file the jar carries (its parser class is internal). */
     static String version() {
@@ -111,15 +116,22 @@ public final class Peer {
         List<String> xs = new ArrayList<>();
         for (int i = fixed; i + 1 < args.length; i += 2) xs.add(args[i + 1]);
         switch (mode) {
-            case "produce" -> produce(bootstrap, topic, Integer.parseInt(args[3]), Integer.parseInt(args[4]), xs);
-            case "consume" -> consume(bootstrap, topic, Integer.parseInt(args[3]), xs);
+            case "produce" -> {
+                if (WARM) produce(bootstrap, topic, Integer.parseInt(args[3]), Integer.parseInt(args[4]), xs, false);
+                produce(bootstrap, topic, Integer.parseInt(args[3]), Integer.parseInt(args[4]), xs, true);
+            }
+            case "consume" -> {
+                if (WARM) consume(bootstrap, topic, Integer.parseInt(args[3]), xs, false);
+                consume(bootstrap, topic, Integer.parseInt(args[3]), xs, true);
+            }
             case "latency" -> latency(bootstrap, topic, Double.parseDouble(args[3]), Double.parseDouble(args[4]),
                     Integer.parseInt(args[5]), xs);
             default -> throw new IllegalArgumentException("mode " + mode);
         }
     }
 
-    static void produce(String bootstrap, String topic, int n, int size, List<String> xs) throws Exception {
+    static void produce(String bootstrap, String topic, int n, int size, List<String> xs, boolean print)
+            throws Exception {
         byte[][] values = pool(Math.min(n, 65536), size);
         StringBuilder set = new StringBuilder();
         AtomicReference<Exception> failed = new AtomicReference<>();
@@ -136,12 +148,12 @@ public final class Peer {
             p.flush();
             double secs = (System.nanoTime() - t) / 1e9, cs = cpu() - c;
             if (failed.get() != null) throw failed.get();
-            System.out.printf("{\"client\":\"%s\",\"mode\":\"produce\",\"records\":%d,\"bytes\":%d,\"seconds\":%.4f,"
-                    + "\"cpu_seconds\":%.3f,\"settings\":{%s}}%n", CLIENT, n, (long) n * size, secs, cs, set);
+            if (print) System.out.printf("{\"client\":\"%s\",\"mode\":\"produce\",\"records\":%d,\"bytes\":%d,\"seconds\":%.4f,"
+                    + "\"cpu_seconds\":%.3f,\"settings\":{%s%s}}%n", CLIENT, n, (long) n * size, secs, cs, set, WARMED);
         }
     }
 
-    static void consume(String bootstrap, String topic, int n, List<String> xs) {
+    static void consume(String bootstrap, String topic, int n, List<String> xs, boolean print) {
         long t = System.nanoTime(), bytes = 0;
         double c = cpu();
         int got = 0;
@@ -154,10 +166,10 @@ public final class Peer {
             }
             double secs = (System.nanoTime() - t) / 1e9, cs = cpu() - c;
             ConsumerConfig cc = new ConsumerConfig(consumerProps(bootstrap, xs));
-            System.out.printf("{\"client\":\"%s\",\"mode\":\"consume\",\"records\":%d,\"bytes\":%d,\"seconds\":%.4f,"
-                    + "\"cpu_seconds\":%.3f,\"settings\":{\"max.poll.records\":\"%s\",\"fetch.max.wait.ms\":\"%s\"}}%n",
+            if (print) System.out.printf("{\"client\":\"%s\",\"mode\":\"consume\",\"records\":%d,\"bytes\":%d,\"seconds\":%.4f,"
+                    + "\"cpu_seconds\":%.3f,\"settings\":{\"max.poll.records\":\"%s\",\"fetch.max.wait.ms\":\"%s\"%s}}%n",
                     CLIENT, got, bytes, secs, cs, cc.values().get("max.poll.records"),
-                    cc.values().get("fetch.max.wait.ms"));
+                    cc.values().get("fetch.max.wait.ms"), WARMED);
         }
     }
 
