@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::group::TopicPartition;
 use crate::net::versions::{self, BrokerVersions, RECORD_HEADERS, ZSTD_COMPRESSION};
 use crate::protocol::ApiKey;
-use crate::records::{self, Compression, NewRecord};
+use crate::records::{self, BatchProducer, Compression, NewRecord};
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -40,6 +40,11 @@ pub(super) struct Batch {
     pub(super) retry_at: Option<Instant>,
     /// The encoded batch and its magic, kept so a retry sends exactly the same bytes.
     pub(super) encoded: Option<(i8, Bytes)>,
+    /// The producer id, epoch and base sequence the batch was first given (idempotence): set
+    /// once it is numbered, sent or not, so that it is never numbered twice.
+    pub(super) stamp: Option<BatchProducer>,
+    /// The producer header `encoded` carries (a bump may have renumbered the batch since).
+    pub(super) encoded_stamp: Option<BatchProducer>,
     pub(super) last_error: Option<LastError>,
     /// The result its records' [`DeliveryHandle`]s share; settled when the batch is
     /// acknowledged or fails for good.
@@ -59,6 +64,8 @@ impl Batch {
             attempts: 0,
             retry_at: None,
             encoded: None,
+            stamp: None,
+            encoded_stamp: None,
             last_error: None,
         }
     }
@@ -140,6 +147,13 @@ pub(super) struct Taken {
     pub(super) records: Vec<NewRecord>,
     /// The bytes an earlier attempt sent, with their magic: a retry sends exactly those.
     pub(super) encoded: Option<(i8, Bytes)>,
+    /// The producer header `encoded` carries (idempotence).
+    pub(super) encoded_stamp: Option<BatchProducer>,
+    /// Whether the batch has been given a sequence (idempotence).
+    pub(super) numbered: bool,
+    /// The producer header to send with (idempotence): set by the broker thread from the
+    /// sequence state; when it differs from `encoded_stamp`, the bytes are restamped.
+    pub(super) stamp: Option<BatchProducer>,
 }
 
 /// The pending batches and where they go: the pure part of the producer, tested without a
@@ -359,6 +373,9 @@ impl Accumulator {
                     id: b.id,
                     records: b.records.clone(),
                     encoded: b.encoded.clone(),
+                    encoded_stamp: b.encoded_stamp,
+                    numbered: b.stamp.is_some(),
+                    stamp: None,
                 });
             }
         }
@@ -491,6 +508,7 @@ pub(super) fn apply_topic(state: &mut TopicState, t: &TopicMetadata, meta: &Meta
 
 /// Encodes the `records` of `tp`'s batch for `magic`, first checking that the broker can take
 /// what they hold.
+#[cfg(test)]
 pub(super) fn encode_batch(
     records: &[NewRecord],
     tp: &TopicPartition,
@@ -498,13 +516,25 @@ pub(super) fn encode_batch(
     magic: i8,
     bv: &BrokerVersions,
 ) -> Result<Bytes> {
+    encode_stamped(records, tp, compression, magic, bv, &BatchProducer::NONE)
+}
+
+/// [`encode_batch`] with a producer header (idempotence).
+pub(super) fn encode_stamped(
+    records: &[NewRecord],
+    tp: &TopicPartition,
+    compression: Compression,
+    magic: i8,
+    bv: &BrokerVersions,
+    stamp: &BatchProducer,
+) -> Result<Bytes> {
     if magic < 2 && records.iter().any(|r| !r.headers.is_empty()) {
         versions::check(&RECORD_HEADERS, bv)?;
     }
     if compression == Compression::Zstd {
         versions::check(&ZSTD_COMPRESSION, bv)?;
     }
-    records::encode(records, compression, magic).map_err(|source| Error::NotEncodable {
+    records::encode_with(records, compression, magic, stamp).map_err(|source| Error::NotEncodable {
         partition: tp.clone(),
         magic,
         source,

@@ -7,10 +7,11 @@
 //! requests be outstanding at once. It waits for an answer in short slices while it could send
 //! more, so that a batch that becomes due meanwhile goes out without waiting for the answer.
 
-use super::accumulator::{encode_batch, Taken};
+use super::accumulator::{encode_stamped, Taken};
 use super::config::ProducerConfig;
+use super::idempotence::{Action, Bump, PartitionAnswer, Requested, Resend};
 use super::record::Acks;
-use super::request::{magic_for, outcomes, pack, LastError, Outcome};
+use super::request::{answers, left_out, magic_for, pack, produce_error, Answer, LastError, Outcome};
 use super::state::{failure, Shared, State};
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -19,6 +20,7 @@ use crate::net::connection::Pending;
 use crate::net::link::{Link, Purpose};
 use crate::protocol::messages::ProduceRequest;
 use crate::protocol::ApiKey;
+use crate::records::{self, BatchProducer};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -39,9 +41,8 @@ pub(super) struct Settings {
     pub(super) retry_backoff: Duration,
     /// The `timeout_ms` sent in each ProduceRequest.
     pub(super) broker_timeout_ms: i32,
-    /// Batches of one partition in flight at once: 1 keeps the order of a partition's records
-    /// across retries without idempotence.
-    pub(super) per_partition: usize,
+    /// Whether the configuration asks for idempotence.
+    pub(super) requested: Requested,
 }
 
 /// One request in flight and the batches it carries, with the bytes sent for each (kept for a
@@ -56,6 +57,8 @@ struct Sent {
     tp: TopicPartition,
     id: u64,
     magic: i8,
+    /// The producer header the bytes carry (idempotence).
+    stamp: Option<BatchProducer>,
     bytes: Bytes,
 }
 
@@ -122,18 +125,17 @@ impl Broker {
             let quiet =
                 self.link.as_ref().is_some_and(Link::reauthentication_due) && !self.in_flight.is_empty();
             let ready = st.ready(self.settings.config.linger);
-            let room = if quiet {
-                0
-            } else {
-                max.saturating_sub(self.in_flight.len())
+            let room = match (quiet, st.can_send()) {
+                (false, true) => max.saturating_sub(self.in_flight.len()),
+                _ => 0,
             };
+            let per_partition = st.per_partition;
             for _ in 0..room {
-                let (taken, w) = st
-                    .acc
-                    .take_ready(self.id, now, ready, self.settings.per_partition);
+                let (taken, w) = st.acc.take_ready(self.id, now, ready, per_partition);
                 if let Some(w) = w {
                     wake = Some(wake.map_or(w, |x: Instant| x.min(w)));
                 }
+                let taken = number(&mut st, taken);
                 if taken.is_empty() {
                     break;
                 }
@@ -198,13 +200,22 @@ impl Broker {
             let mut encoded = Vec::with_capacity(round.len());
             let mut ids = HashMap::with_capacity(round.len());
             for t in round {
+                let stamp = t.stamp.unwrap_or(BatchProducer::NONE);
                 let bytes = match &t.encoded {
-                    Some((m, bytes)) if *m == magic => Ok(bytes.clone()),
-                    _ => encode_batch(&t.records, &t.tp, config.compression, magic, &bv),
+                    Some((m, bytes)) if *m == magic && t.encoded_stamp == t.stamp => Ok(bytes.clone()),
+                    // Renumbered by an epoch bump: the same records under the new header.
+                    Some((2, bytes)) if magic == 2 => {
+                        records::restamp(bytes, &stamp).map_err(|source| Error::NotEncodable {
+                            partition: t.tp.clone(),
+                            magic,
+                            source,
+                        })
+                    }
+                    _ => encode_stamped(&t.records, &t.tp, config.compression, magic, &bv, &stamp),
                 };
                 match bytes {
                     Ok(bytes) => {
-                        ids.insert(t.tp.clone(), (t.id, bytes.clone()));
+                        ids.insert(t.tp.clone(), (t.id, t.stamp, bytes.clone()));
                         encoded.push((t.tp.clone(), bytes));
                     }
                     Err(e) => refused.push((t.tp.clone(), t.id, e)),
@@ -220,8 +231,14 @@ impl Broker {
                 let batches = tps
                     .into_iter()
                     .filter_map(|tp| {
-                        let (id, bytes) = ids.remove(&tp)?;
-                        Some(Sent { tp, id, magic, bytes })
+                        let (id, stamp, bytes) = ids.remove(&tp)?;
+                        Some(Sent {
+                            tp,
+                            id,
+                            magic,
+                            stamp,
+                            bytes,
+                        })
                     })
                     .collect();
                 requests.push((req, batches));
@@ -308,12 +325,17 @@ impl Broker {
                 }
                 let tps: Vec<TopicPartition> = f.batches.iter().map(|b| b.tp.clone()).collect();
                 let mut st = self.shared.lock();
-                for (b, o) in f.batches.iter().zip(outcomes(&resp, &tps)) {
+                for (b, answer) in f.batches.iter().zip(answers(&resp, &tps)) {
+                    let o = match answer {
+                        None => left_out(),
+                        Some(a) => outcome(&mut st, b, a),
+                    };
                     if matches!(o, Outcome::Retry { .. }) {
                         keep_encoded(&mut st, b);
                     }
                     st.settle(&self.settings.config, self.settings.retry_backoff, &b.tp, b.id, o);
                 }
+                bump_if_asked(&mut st);
                 drop(st);
                 self.notify();
             }
@@ -382,9 +404,99 @@ impl Broker {
     }
 }
 
-/// Keeps the bytes a batch was sent with, so that its retry sends them unchanged.
+/// Keeps the bytes a batch was sent with (and the header they carry), so that its retry
+/// sends them unchanged.
 fn keep_encoded(st: &mut State, b: &Sent) {
     if let Some(batch) = st.acc.batch_mut(&b.tp, b.id) {
         batch.encoded = Some((b.magic, b.bytes.clone()));
+        batch.encoded_stamp = b.stamp;
+    }
+}
+
+/// With idempotence, gives each taken batch its producer header: a new batch the next
+/// sequence of its partition, a retry the header the sequence state says (renumbered after an
+/// epoch bump). A batch that must wait (an earlier batch of its partition goes first, a bump
+/// is pending, five are in flight) goes back to its queue, untaken.
+fn number(st: &mut State, taken: Vec<Taken>) -> Vec<Taken> {
+    let Some(seq) = st.seq.as_mut() else {
+        return taken;
+    };
+    let mut kept = Vec::with_capacity(taken.len());
+    let mut back = Vec::new();
+    for mut t in taken {
+        let count = i32::try_from(t.records.len()).unwrap_or(i32::MAX);
+        let stamp = match t.numbered.then(|| seq.resend(&t.tp, t.id)) {
+            Some(Resend::Now(stamp)) => Some(stamp),
+            Some(Resend::Wait) => None,
+            // First sent, or no longer known to the sequence state (given up, a new producer
+            // id): numbered afresh.
+            None | Some(Resend::Unknown) if seq.in_flight(&t.tp) > 0 && !seq.may_pipeline(&t.tp) => None,
+            None | Some(Resend::Unknown) => seq.next_batch(&t.tp, t.id, count).ok(),
+        };
+        match stamp {
+            Some(stamp) => {
+                if !t.numbered {
+                    if let Some(b) = st.acc.batch_mut(&t.tp, t.id) {
+                        b.stamp = Some(stamp);
+                    }
+                }
+                t.stamp = Some(stamp);
+                kept.push(t);
+            }
+            None => back.push(t),
+        }
+    }
+    for t in back {
+        if let Some(b) = st.acc.batch_mut(&t.tp, t.id) {
+            b.in_flight = false;
+        }
+    }
+    kept
+}
+
+/// What one partition's answer means for batch `b`: read by the sequence state with
+/// idempotence, else by the error table alone.
+fn outcome(st: &mut State, b: &Sent, a: Answer) -> Outcome {
+    let (Some(seq), Some(stamp)) = (st.seq.as_mut(), b.stamp) else {
+        return a.outcome(&b.tp);
+    };
+    let answer = PartitionAnswer {
+        code: a.code,
+        base_offset: a.base_offset,
+        log_start_offset: a.log_start_offset,
+    };
+    match seq.on_answer(&b.tp, b.id, stamp, &answer) {
+        Action::Complete { base_offset } => Outcome::Acked {
+            base_offset: base_offset.unwrap_or(-1),
+            log_append_time: a.log_append_time,
+        },
+        Action::Retry | Action::RetryAfterBump => Outcome::Retry {
+            refresh: a.code.needs_metadata_refresh(),
+            error: LastError::Code(a.code, a.message),
+        },
+        Action::Fail { .. } | Action::Fatal => Outcome::Failed(produce_error(&b.tp, a.code, a.message)),
+        // Not tracked any more (given up on): the table alone decides.
+        Action::Stale => a.outcome(&b.tp),
+    }
+}
+
+/// Bumps the epoch when an answer asked for it; an exhausted epoch needs a new producer id,
+/// which the sender thread gets.
+fn bump_if_asked(st: &mut State) {
+    let Some(seq) = st.seq.as_mut() else {
+        return;
+    };
+    if !seq.bump_required() {
+        return;
+    }
+    match seq.bump_epoch() {
+        Bump::Bumped { producer, restamp } => log::info!(
+            "producer: epoch bumped to {} (producer id {}); {} partition(s) renumbered",
+            producer.epoch,
+            producer.id,
+            restamp.len()
+        ),
+        Bump::NeedProducerId => st.need_producer_id = true,
+        Bump::NotNeeded => {}
     }
 }

@@ -3,6 +3,7 @@
 
 use super::broker::Settings;
 use super::config::ProducerConfig;
+use super::idempotence;
 use super::record::Acks;
 use super::Producer;
 use crate::client::Client;
@@ -123,6 +124,20 @@ impl ProducerBuilder {
         self
     }
 
+    /// `enable.idempotence`: the idempotent producer (KIP-98). The producer gets a producer id
+    /// (InitProducerId) and numbers each partition's batches, so the broker writes a retried
+    /// batch once and never out of order: no duplicates, and order kept with up to 5 batches
+    /// of a partition in flight. Needs `acks=all`, `retries` above 0 and
+    /// `max.in.flight.requests.per.connection` at most 5; set to `true` with a setting that
+    /// excludes it, `build` fails; left at its default, such a setting turns it off (as Java
+    /// does since 3.2). Brokers before 0.11 cannot have it: the producer falls back to plain
+    /// acks with one batch per partition in flight, and logs that once. On Kafka before 2.8
+    /// the principal needs the `IDEMPOTENT_WRITE` ACL on the cluster. Default: on.
+    pub fn enable_idempotence(mut self, on: bool) -> Self {
+        self.config.enable_idempotence = Some(on);
+        self
+    }
+
     /// Validates the configuration (without touching the network) and builds the producer.
     /// `request.timeout.ms` is the client's.
     pub fn build(mut self) -> Result<Producer> {
@@ -137,10 +152,16 @@ impl ProducerBuilder {
             .config
             .retry_backoff
             .unwrap_or_else(|| self.client.retry_backoff());
+        let requested = idempotence::check_config(
+            self.config.enable_idempotence,
+            self.config.max_in_flight,
+            self.config.acks,
+            self.config.retries,
+        )?;
         let settings = Settings {
+            requested,
             retry_backoff,
             broker_timeout_ms: broker_timeout.as_millis().min(i32::MAX as u128) as i32,
-            per_partition: 1,
             config: self.config,
         };
         Producer::start(self.client, settings)

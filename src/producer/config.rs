@@ -31,6 +31,9 @@ pub(crate) struct ProducerConfig {
     pub buffer_memory: usize,
     /// `max.in.flight.requests.per.connection`.
     pub max_in_flight: usize,
+    /// `enable.idempotence`; `None`: left at its default (on, unless another setting
+    /// excludes it).
+    pub enable_idempotence: Option<bool>,
 }
 
 impl Default for ProducerConfig {
@@ -52,6 +55,7 @@ impl Default for ProducerConfig {
             metadata_max_age: Duration::from_secs(300),
             buffer_memory: 32 * 1024 * 1024,
             max_in_flight: 5,
+            enable_idempotence: None,
         }
     }
 }

@@ -36,9 +36,6 @@
 //! Transactions are out of scope; the table still takes `transactional` where Kafka's
 //! reaction differs (fencing is fatal there), so that the rows are written down once.
 
-// Wired into the sender thread by the producer rewrite; until then only the tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use crate::error::Error;
 use crate::net::versions::{self, BrokerVersions};
 use crate::producer::Acks;
@@ -224,7 +221,8 @@ pub(crate) enum InitPurpose {
     /// a transactional producer gets that: without a transactional id a broker ignores the
     /// named id and hands out a new one (checked against Kafka 4.4 in
     /// `tests/it/idempotence_codec_tests.rs`), which is why the idempotent producer bumps
-    /// locally ([`Sequences::bump_epoch`]).
+    /// locally ([`Sequences::bump_epoch`]). Kept for the transactional producer to come.
+    #[cfg_attr(not(test), allow(dead_code))]
     Bump(ProducerIdEpoch),
 }
 
@@ -807,11 +805,25 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
         }
     }
 
+    /// Whether `tp` may have more than one batch in flight: only once the broker has written
+    /// one of its batches under the current numbering. A broker that has no state for the
+    /// producer on a partition takes its first batch whatever the sequence (the state may have
+    /// gone with retention), so if the first batch failed (a leader not yet elected on a new
+    /// topic) while the second was in flight, the second would be written first and the
+    /// first refused for ever after. One batch until the first answer closes that hole.
+    pub(crate) fn may_pipeline(&self, tp: &K) -> bool {
+        self.partitions
+            .get(tp)
+            .is_some_and(|p| p.producer == self.producer && p.view.last_acked_sequence.is_some())
+    }
+
+    #[cfg(test)]
     /// The table's view of `tp`, for logs and tests.
     pub(crate) fn view(&self, tp: &K) -> Option<PartitionView> {
         self.partitions.get(tp).map(|p| p.view)
     }
 
+    #[cfg(test)]
     /// Base sequence the next new batch of `tp` would get under its current numbering.
     pub(crate) fn next_sequence_of(&self, tp: &K) -> Option<i32> {
         self.partitions.get(tp).map(|p| p.next)
@@ -860,6 +872,32 @@ mod tests {
     }
 
     // One test per row of the table.
+
+    #[test]
+    fn a_partition_pipelines_only_once_a_batch_of_its_numbering_was_written() {
+        let mut seq: Sequences<&str> = Sequences::new();
+        seq.set_producer(ProducerIdEpoch { id: 3, epoch: 0 });
+        let first = seq.next_batch(&"t-0", 1, 10).unwrap();
+        assert!(
+            !seq.may_pipeline(&"t-0"),
+            "the broker may take a later batch first"
+        );
+        let mut ok = answer(KafkaCode::None);
+        ok.base_offset = 0;
+        seq.on_answer(&"t-0", 1, first, &ok);
+        assert!(seq.may_pipeline(&"t-0"));
+        // A bump renumbers from 0 under a new epoch: one batch again until one is written.
+        seq.next_batch(&"t-0", 2, 10).unwrap();
+        seq.on_answer(
+            &"t-0",
+            2,
+            seq.producer().batch(10),
+            &answer(KafkaCode::OutOfOrderSequenceNumber),
+        );
+        assert!(seq.bump_required());
+        seq.bump_epoch();
+        assert!(!seq.may_pipeline(&"t-0"));
+    }
 
     #[test]
     fn row_none_completes_with_the_offset() {

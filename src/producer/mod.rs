@@ -379,6 +379,7 @@ mod tests {
     use super::*;
     use crate::group::TopicPartition;
     use crate::records::Compression;
+    use bytes::Bytes;
     use request::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
 
     fn builder() -> ProducerBuilder {
@@ -394,11 +395,22 @@ mod tests {
         MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
     };
     use crate::protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-    use crate::protocol::messages::{MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse};
+    use crate::protocol::messages::{
+        InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+        ProduceResponse,
+    };
 
-    /// A scripted broker 0 leading every partition of topic `t`, which has `partitions`.
+    /// A scripted broker 0 leading every partition of topic `t`, which has `partitions`, and
+    /// handing out producer id 7.
     fn script_with_topic(partitions: i32) -> Script {
         let script = Script::new();
+        script.on::<InitProducerIdRequest>(|_, _| {
+            Answer::Reply(InitProducerIdResponse {
+                producer_id: 7,
+                producer_epoch: 0,
+                ..Default::default()
+            })
+        });
         script.on::<MetadataRequest>(move |_, _| {
             Answer::Reply(MetadataResponse {
                 brokers: vec![MetadataResponseBroker {
@@ -521,6 +533,97 @@ mod tests {
             Err(Error::Delivery { failed: 1, first }) => assert!(Arc::ptr_eq(&first, &e)),
             other => panic!("not reported by flush: {other:?}"),
         }
+    }
+
+    /// Every ProduceRequest's batches for partition 0, as sent; answered as written at
+    /// offset 10 per batch seen.
+    fn recording_produce(script: &Script) -> Arc<std::sync::Mutex<Vec<Bytes>>> {
+        let sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&sent);
+        script.on::<ProduceRequest>(move |req, _| {
+            let mut seen = seen.lock().unwrap();
+            for t in &req.topic_data {
+                for p in &t.partition_data {
+                    seen.push(p.records.clone().unwrap_or_default());
+                }
+            }
+            let mut resp = answer_p0_written_p1_too_large(req);
+            resp.responses[0].partition_responses[0].base_offset = 10 * seen.len() as i64;
+            Answer::Reply(resp)
+        });
+        sent
+    }
+
+    fn header(bytes: &Bytes) -> crate::records::BatchInfo {
+        crate::records::decode(bytes, &Default::default())
+            .unwrap()
+            .batches[0]
+    }
+
+    #[test]
+    fn idempotent_batches_carry_the_producer_id_and_consecutive_sequences_and_a_retry_the_same_bytes() {
+        let script = script_with_topic(1);
+        let sent = recording_produce(&script);
+        // The first attempt's connection breaks after the request went out: its answer is lost.
+        script.push::<ProduceRequest>(Answer::Fail(std::io::ErrorKind::ConnectionReset));
+        let client = scripted_client(&script);
+        let mut p = client.producer().batch_size(0).build().unwrap();
+        let first = p.send(ProducerRecord::new("t", "a").partition(0)).unwrap();
+        first.wait().unwrap();
+        let more = p
+            .send_many((0..3).map(|_| ProducerRecord::new("t", "b").partition(0)))
+            .unwrap();
+        p.flush().unwrap();
+        assert!(more.iter().all(|h| h.try_result().unwrap().is_ok()));
+        let sent = sent.lock().unwrap();
+        // The lost attempt is not recorded (the scripted failure answers before the handler):
+        // the retry is the first seen, then one batch per record.
+        assert_eq!(sent.len(), 4, "{sent:?}");
+        let headers: Vec<_> = sent.iter().map(header).collect();
+        for h in &headers {
+            assert_eq!((h.producer_id, h.producer_epoch), (7, 0), "{h:?}");
+        }
+        let sequences: Vec<i32> = headers.iter().map(|h| h.base_sequence).collect();
+        assert_eq!(sequences, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_broker_without_init_producer_id_gets_plain_batches() {
+        let script = script_with_topic(1);
+        let sent = recording_produce(&script);
+        // Kafka 0.10: no InitProducerId (and Produce v2).
+        script.versions(
+            [
+                (
+                    ApiKey::ApiVersions.key(),
+                    crate::protocol::VersionRange::new(0, 0),
+                ),
+                (ApiKey::Metadata.key(), crate::protocol::VersionRange::new(0, 2)),
+                (ApiKey::Produce.key(), crate::protocol::VersionRange::new(0, 2)),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let client = scripted_client(&script);
+        let mut p = client.producer().build().unwrap();
+        p.send(ProducerRecord::new("t", "a").partition(0)).unwrap();
+        p.flush().unwrap();
+        let sent = sent.lock().unwrap();
+        assert_eq!(sent.len(), 1);
+        // A legacy message set: no producer header at all.
+        assert_eq!(header(&sent[0]).producer_id, -1);
+    }
+
+    #[test]
+    fn explicit_idempotence_with_a_setting_that_excludes_it_is_refused() {
+        let e = builder()
+            .enable_idempotence(true)
+            .acks(Acks::Leader)
+            .build()
+            .unwrap_err();
+        assert!(matches!(e, Error::Config { property: "acks", .. }), "{e}");
+        // Left at its default, the same setting only turns it off.
+        builder().acks(Acks::Leader).build().unwrap();
     }
 
     #[test]

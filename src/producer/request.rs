@@ -165,7 +165,7 @@ pub(super) fn produce_error(tp: &TopicPartition, code: KafkaCode, message: Optio
 }
 
 /// A partition's base offset and log-append time, as its answer gives them.
-type Written = (i64, i64);
+pub(super) type Written = (i64, i64);
 
 /// One partition's answer as an [`Outcome`].
 pub(super) fn classify(
@@ -189,10 +189,42 @@ pub(super) fn classify(
     }
 }
 
-/// Matches a response to the partitions sent, in the order sent. A partition the response
-/// leaves out is retried: its batch may or may not have been written.
-pub(super) fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<Outcome> {
-    let mut answers: HashMap<(&str, i32), (KafkaCode, Written, Option<String>)> = HashMap::new();
+/// One partition's answer, as the response gives it.
+#[derive(Debug, Clone)]
+pub(super) struct Answer {
+    pub(super) code: KafkaCode,
+    pub(super) base_offset: i64,
+    pub(super) log_append_time: i64,
+    /// Produce v5+; -1 when unknown.
+    pub(super) log_start_offset: i64,
+    pub(super) message: Option<String>,
+}
+
+impl Answer {
+    /// What the answer means without idempotence.
+    pub(super) fn outcome(self, tp: &TopicPartition) -> Outcome {
+        classify(
+            tp,
+            self.code,
+            (self.base_offset, self.log_append_time),
+            self.message,
+        )
+    }
+}
+
+/// What to do with a partition a response leaves out: retried, since its batch may or may
+/// not have been written.
+pub(super) fn left_out() -> Outcome {
+    Outcome::Retry {
+        refresh: false,
+        error: LastError::Other("the broker's Produce response left this partition out".into()),
+    }
+}
+
+/// Matches a response to the partitions sent, in the order sent: each one's answer, `None`
+/// where the response leaves it out.
+pub(super) fn answers(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<Option<Answer>> {
+    let mut answers: HashMap<(&str, i32), Answer> = HashMap::new();
     for t in &resp.responses {
         for p in &t.partition_responses {
             let mut message = p.error_message.as_ref().map(String::from);
@@ -207,22 +239,28 @@ pub(super) fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<O
             }
             answers.insert(
                 (t.name.as_str(), p.index),
-                (
-                    KafkaCode::from_code(p.error_code),
-                    (p.base_offset, p.log_append_time_ms),
+                Answer {
+                    code: KafkaCode::from_code(p.error_code),
+                    base_offset: p.base_offset,
+                    log_append_time: p.log_append_time_ms,
+                    log_start_offset: p.log_start_offset,
                     message,
-                ),
+                },
             );
         }
     }
     sent.iter()
-        .map(|tp| match answers.remove(&(tp.topic.as_str(), tp.partition)) {
-            Some((code, written, message)) => classify(tp, code, written, message),
-            None => Outcome::Retry {
-                refresh: false,
-                error: LastError::Other("the broker's Produce response left this partition out".into()),
-            },
-        })
+        .map(|tp| answers.remove(&(tp.topic.as_str(), tp.partition)))
+        .collect()
+}
+
+/// [`answers`] read without idempotence: one [`Outcome`] per partition sent.
+#[cfg(test)]
+pub(super) fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<Outcome> {
+    answers(resp, sent)
+        .into_iter()
+        .zip(sent)
+        .map(|(a, tp)| a.map_or_else(left_out, |a| a.outcome(tp)))
         .collect()
 }
 

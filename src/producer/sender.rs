@@ -5,8 +5,11 @@
 //! per leader as soon as a batch waits for it. On stop it stops them and waits for them.
 
 use super::broker::{self, Settings};
-use super::state::Shared;
+use super::idempotence::{self, ProducerIdEpoch, Requested, Sequences, Support};
+use super::state::{failure, Shared, State};
 use crate::client::Client;
+use crate::error::Error;
+use crate::protocol::messages::InitProducerIdRequest;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -23,9 +26,41 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
     let mut leaderless_since: Option<Instant> = None;
     let config = &settings.config;
     let mut st = shared.lock();
+    // When the last attempt to decide on idempotence (or get a producer id) failed.
+    let mut init_failed_at: Option<Instant> = None;
     while !st.stop {
         let now = Instant::now();
         st.expire(config.delivery_timeout, now);
+        if let Some(e) = st.idempotence_failed.clone() {
+            for b in st.acc.drain_waiting() {
+                st.fail(&b, &e);
+            }
+            shared.settled.notify_all();
+        }
+        let init_due = init_failed_at.map_or(true, |at| {
+            now.saturating_duration_since(at) >= settings.retry_backoff
+        });
+        if (!st.idempotence_decided || st.need_producer_id) && !st.acc.topics.is_empty() && init_due {
+            drop(st);
+            let decided = decide(&client, settings.requested);
+            st = shared.lock();
+            match decided {
+                Ok(d) => {
+                    init_failed_at = None;
+                    apply(&mut st, d, config.max_in_flight);
+                }
+                Err(InitFailure::Retry(why)) => {
+                    log::debug!("producer: no producer id yet: {why}");
+                    init_failed_at = Some(Instant::now());
+                }
+                Err(InitFailure::Fatal(e)) => {
+                    st.idempotence_failed = Some(failure(e));
+                    st.idempotence_decided = true;
+                }
+            }
+            shared.work.notify_all();
+            continue;
+        }
         let (leaders, leaderless) = st.acc.leaders_with_work();
         for id in leaders {
             if brokers.contains_key(&id) {
@@ -78,6 +113,9 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
         if let Some(at) = leaderless_since.filter(|_| leaderless) {
             until = until.min(crate::deadline::at(at, settings.retry_backoff));
         }
+        if let Some(at) = init_failed_at {
+            until = until.min(crate::deadline::at(at, settings.retry_backoff));
+        }
         let wait = until.saturating_duration_since(now).max(Duration::from_millis(1));
         st = shared.wait(&shared.work, st, wait);
     }
@@ -86,4 +124,63 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
     for (_, h) in brokers {
         let _ = h.join();
     }
+}
+
+/// What [`decide`] found: idempotent with this producer id, or not (and why).
+enum Decided {
+    Idempotent(ProducerIdEpoch),
+    Not(idempotence::WhyNot),
+}
+
+/// Why [`decide`] did not decide.
+enum InitFailure {
+    /// Try again after the retry backoff: a broker not reachable, a retriable code.
+    Retry(String),
+    /// Idempotence cannot be had (authorization): every batch fails with this.
+    Fatal(Error),
+}
+
+/// Decides on idempotence from a broker's ApiVersions and, if idempotent, gets a producer id
+/// with InitProducerId (from any broker: without a transactional id there is no coordinator).
+fn decide(client: &Client, requested: Requested) -> Result<Decided, InitFailure> {
+    let bv = client
+        .any_broker_versions()
+        .map_err(|e| InitFailure::Retry(e.to_string()))?;
+    match idempotence::support(requested, &bv) {
+        Support::NotIdempotent(why) => Ok(Decided::Not(why)),
+        Support::Idempotent { .. } => {
+            let answer = client
+                .send_any(|v| -> InitProducerIdRequest {
+                    idempotence::init_request(v, idempotence::InitPurpose::Fresh)
+                })
+                .map_err(|e| match e.is_unreachable() {
+                    true => InitFailure::Retry(e.to_string()),
+                    false => InitFailure::Fatal(e),
+                })?;
+            match idempotence::read_init_answer(&answer) {
+                Ok(pe) => Ok(Decided::Idempotent(pe)),
+                Err(idempotence::InitFailure::Retry(code)) => Err(InitFailure::Retry(code.to_string())),
+                Err(idempotence::InitFailure::Fatal(e)) => Err(InitFailure::Fatal(e)),
+            }
+        }
+    }
+}
+
+/// Installs what [`decide`] found.
+fn apply(st: &mut State, decided: Decided, max_in_flight: usize) {
+    match decided {
+        Decided::Idempotent(pe) => {
+            let seq = st.seq.get_or_insert_with(Sequences::new);
+            seq.set_producer(pe);
+            st.per_partition = max_in_flight.min(idempotence::MAX_IN_FLIGHT);
+            log::info!("producer: idempotent, producer id {} epoch {}", pe.id, pe.epoch);
+        }
+        Decided::Not(why) => {
+            st.seq = None;
+            st.per_partition = 1;
+            log::info!("producer: not idempotent ({why}): at least once, one batch per partition in flight");
+        }
+    }
+    st.idempotence_decided = true;
+    st.need_producer_id = false;
 }

@@ -5,6 +5,7 @@
 
 use super::accumulator::{Accumulator, Batch, Ready};
 use super::config::ProducerConfig;
+use super::idempotence::Sequences;
 use super::request::{produce_error, LastError, Outcome};
 use crate::error::Error;
 use crate::group::TopicPartition;
@@ -34,6 +35,11 @@ impl Shared {
                 first_failure: None,
                 refresh: false,
                 metadata_at: None,
+                seq: None,
+                idempotence_decided: false,
+                idempotence_failed: None,
+                per_partition: 1,
+                need_producer_id: false,
             }),
             work: Condvar::new(),
             settled: Condvar::new(),
@@ -73,9 +79,31 @@ pub(super) struct State {
     /// A broker thread found the metadata stale (a moved leader, a lost connection).
     pub(super) refresh: bool,
     pub(super) metadata_at: Option<Instant>,
+    /// The idempotent producer's sequences; `None` without idempotence.
+    pub(super) seq: Option<Sequences<TopicPartition>>,
+    /// Whether the sender thread has decided on idempotence (and got a producer id): until
+    /// then nothing is sent, as each batch's header depends on it.
+    pub(super) idempotence_decided: bool,
+    /// InitProducerId failed for good (no `IDEMPOTENT_WRITE` ACL, …): every batch fails with
+    /// this.
+    pub(super) idempotence_failed: Option<Arc<Error>>,
+    /// Batches of one partition in flight at once: 1 without idempotence, which keeps the
+    /// order of a partition's records across retries; up to 5 with it.
+    pub(super) per_partition: usize,
+    /// The epoch is exhausted: the sender thread gets a new producer id before more is sent.
+    pub(super) need_producer_id: bool,
 }
 
 impl State {
+    /// Whether batches may be taken for sending: idempotence decided, and a producer id in
+    /// hand if idempotent.
+    pub(super) fn can_send(&self) -> bool {
+        self.idempotence_decided
+            && self.idempotence_failed.is_none()
+            && !self.need_producer_id
+            && self.seq.as_ref().map_or(true, |s| s.producer().is_valid())
+    }
+
     /// When batches are due, given `linger.ms`.
     pub(super) fn ready(&self, linger: Duration) -> Ready {
         Ready {
@@ -97,7 +125,17 @@ impl State {
     /// Removes batch `id` of `tp` and fails it with `e`.
     pub(super) fn fail_batch(&mut self, tp: &TopicPartition, id: u64, e: &Arc<Error>) {
         if let Some(b) = self.acc.remove(tp, id) {
+            self.give_up(tp, &b);
             self.fail(&b, e);
+        }
+    }
+
+    /// Tells the sequence state that a numbered batch will not be sent again: whether it was
+    /// written is unknown until later batches are answered (a no-op for a batch the state
+    /// already settled).
+    fn give_up(&mut self, tp: &TopicPartition, b: &Batch) {
+        if let (Some(seq), Some(_)) = (self.seq.as_mut(), b.stamp) {
+            seq.give_up(tp, b.id);
         }
     }
 
@@ -164,6 +202,7 @@ impl State {
                 .last_error
                 .take()
                 .unwrap_or_else(|| LastError::Other("never acknowledged".into()));
+            self.give_up(&tp, &b);
             self.fail(&b, &failure(last.into_timeout(what)));
         }
     }

@@ -361,6 +361,62 @@ fn dropped_connections_are_retried() {
 }
 
 #[test]
+fn idempotent_pipelined_sends_survive_connection_resets_without_duplicates_gaps_or_reordering() {
+    const PARTITIONS: i32 = 2;
+    const PER_PARTITION: usize = 5000;
+    let upstream = proxy::upstream_for("kraft-4.0");
+    let proxy = Proxy::start(upstream, "kraft-4.0");
+    let client = client(&proxy.bootstrap());
+    let topic = topic(&client, PARTITIONS, 1);
+    // Small batches, so that several of a partition's are in flight when a connection goes.
+    let mut producer = client.producer().batch_size(1024).build().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let resets = std::thread::scope(|s| {
+        let resetter = s.spawn(|| {
+            let mut resets = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(40));
+                proxy.drop_connections();
+                resets += 1;
+            }
+            resets
+        });
+        for i in 0..PER_PARTITION {
+            for p in 0..PARTITIONS {
+                let value = format!("{p}-{i:05}-{}", "x".repeat(40));
+                producer
+                    .send(ProducerRecord::new(&topic, value).partition(p))
+                    .unwrap();
+            }
+        }
+        producer.flush().unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        resetter.join().unwrap()
+    });
+    assert!(
+        resets >= 3,
+        "only {resets} connection resets happened while sending"
+    );
+    let direct = self::client(&upstream.to_string());
+    let got = fetch_topic(&direct, &topic, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let values: Vec<String> = got[&p].iter().map(|r| text(&r.value)).collect();
+        let expected: Vec<String> = (0..PER_PARTITION)
+            .map(|i| format!("{p}-{i:05}-{}", "x".repeat(40)))
+            .collect();
+        if values != expected {
+            let dups = values.len() - values.iter().collect::<BTreeSet<_>>().len();
+            let first_off = values.iter().zip(&expected).position(|(a, b)| a != b);
+            panic!(
+                "partition {p}: {} records read for {PER_PARTITION} sent, {dups} duplicated, first \
+                 out of place at {first_off:?} ({resets} resets)",
+                values.len()
+            );
+        }
+    }
+}
+
+#[test]
 fn acknowledged_records_survive_a_leader_kill() {
     const PARTITIONS: i32 = 3;
     let cluster = broker::Cluster::start(3, broker::version_under_test());

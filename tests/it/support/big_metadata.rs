@@ -374,7 +374,9 @@ pub fn run_phase(addr: &str, phase: Phase) -> Measured {
             meta.topics[TOPIC].partitions.len()
         }
         Phase::Produce => {
+            // The fake broker answers Metadata and Produce only: no producer id to hand out.
             let mut producer = Producer::builder(&client)
+                .enable_idempotence(false)
                 .max_block(Duration::from_secs(120))
                 .build()
                 .unwrap();
