@@ -699,7 +699,7 @@ mod tests {
         let p = builder().build().unwrap();
         assert_eq!(p.settings.config.acks, Acks::All);
         assert_eq!(p.settings.config.compression, Compression::None);
-        assert_eq!(p.settings.config.batch_size, 16384);
+        assert_eq!(p.settings.config.batch_size, 256 * 1024);
         assert_eq!(p.settings.config.linger, Duration::from_millis(5));
         assert_eq!(p.settings.config.buffer_memory, 32 << 20);
         assert_eq!(p.settings.config.max_in_flight, 5);
