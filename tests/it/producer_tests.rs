@@ -417,6 +417,79 @@ fn idempotent_pipelined_sends_survive_connection_resets_without_duplicates_gaps_
 }
 
 #[test]
+fn a_full_buffer_memory_blocks_send_for_max_block_then_fails_and_loses_nothing_queued() {
+    let upstream = proxy::upstream_for("kraft-4.0");
+    let proxy = Proxy::start(upstream, "kraft-4.0");
+    let client = client(&proxy.bootstrap());
+    let topic = topic(&client, 1, 1);
+    let max_block = Duration::from_millis(300);
+    let mut producer = client
+        .producer()
+        .batch_size(16 * 1024)
+        .buffer_memory(64 * 1024)
+        .max_block(max_block)
+        .build()
+        .unwrap();
+    // Metadata and the producer id first, with answers coming at once.
+    producer
+        .send(ProducerRecord::new(&topic, "warm-up"))
+        .unwrap()
+        .wait()
+        .unwrap();
+    // Acknowledgements now take 5 s: the buffer fills and stays full.
+    proxy.delay_api(ApiKey::Produce, Duration::from_secs(5));
+    let value = Bytes::from(vec![b'v'; 1000]);
+    let mut queued = Vec::new();
+    let (error, blocked) = loop {
+        let started = Instant::now();
+        match producer.send(ProducerRecord::new(&topic, value.clone())) {
+            Ok(h) => queued.push(h),
+            Err(e) => break (e, started.elapsed()),
+        }
+        assert!(queued.len() < 1000, "buffer.memory never filled");
+    };
+    match &error {
+        Error::BufferFull {
+            buffer_memory: 65536,
+            waited,
+        } => assert_eq!(*waited, max_block),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        blocked >= max_block,
+        "failed after {blocked:?}, before max.block.ms"
+    );
+    // 64 KiB of about 1 KiB records were taken before it filled.
+    assert!((50..=64).contains(&queued.len()), "{} queued", queued.len());
+    proxy.delay_api(ApiKey::Produce, Duration::ZERO);
+    producer.flush().unwrap();
+    assert!(queued.iter().all(|h| h.try_result().unwrap().is_ok()));
+    assert_eq!(fetch_all(&client, &topic, 0).len(), queued.len() + 1);
+}
+
+#[test]
+fn close_sends_what_linger_holds_and_waits_for_it() {
+    let client = client(broker::shared().bootstrap());
+    let topic = topic(&client, 1, 1);
+    let mut producer = client
+        .producer()
+        .linger(Duration::from_secs(3600))
+        .delivery_timeout(Duration::from_secs(7200))
+        .build()
+        .unwrap();
+    let handles = producer
+        .send_many((0..10).map(|i| ProducerRecord::new(&topic, format!("r{i}"))))
+        .unwrap();
+    assert!(
+        handles.iter().all(|h| !h.is_done()),
+        "an hour's linger holds them"
+    );
+    producer.close().unwrap();
+    assert!(handles.iter().all(|h| h.try_result().unwrap().is_ok()));
+    assert_eq!(fetch_all(&client, &topic, 0).len(), 10);
+}
+
+#[test]
 fn acknowledged_records_survive_a_leader_kill() {
     const PARTITIONS: i32 = 3;
     let cluster = broker::Cluster::start(3, broker::version_under_test());
