@@ -56,8 +56,15 @@ impl Client {
 /// [`flush`](Producer::flush) still gets its records out: Kafka's meaning of `linger.ms`.
 /// Each leader broker gets a thread and a connection of its own, with up to
 /// `max.in.flight.requests.per.connection` (5) Produce requests outstanding, so that batching,
-/// the network and the broker overlap. A partition never has more than one batch in flight,
-/// so records of a partition are written in the order they were sent, retries included.
+/// the network and the broker overlap.
+///
+/// The producer is idempotent by default (KIP-98; see
+/// [`ProducerBuilder::enable_idempotence`]): it gets a producer id with InitProducerId and
+/// numbers each partition's batches, so the broker writes a retried batch once and in order,
+/// with up to 5 batches of a partition in flight. Without idempotence (turned off, excluded by
+/// `acks` or `retries`, or a broker before 0.11, logged once) a partition has one batch in
+/// flight at a time, so its records are still written in the order they were sent, retries
+/// included, but a batch whose acknowledgement was lost may be written twice.
 ///
 /// Partitioning follows Java's default partitioner: an explicit partition wins, a key picks
 /// `toPositive(murmur2(key)) % partitions` (so the same key lands on the same partition as
@@ -67,9 +74,8 @@ impl Client {
 /// Errors are handled per partition: `NOT_LEADER_OR_FOLLOWER`, `LEADER_NOT_AVAILABLE`,
 /// `UNKNOWN_TOPIC_OR_PARTITION` (and the other codes Kafka marks as stale metadata) refresh the
 /// metadata and retry; other retriable codes retry after `retry.backoff.ms`; both stop at
-/// `retries` or `delivery.timeout.ms`. A lost connection also refreshes and retries. Delivery
-/// is at least once: a batch whose acknowledgement was lost is sent again (idempotence, which
-/// needs InitProducerId, is not implemented yet).
+/// `retries` or `delivery.timeout.ms`. A lost connection also refreshes and retries: the same
+/// bytes, which an idempotent producer's broker recognises if they were written already.
 ///
 /// Each record's result comes back on its own: `send` returns a [`DeliveryHandle`] (Java's
 /// `Future<RecordMetadata>`, librdkafka's per-message delivery report), which gives the
