@@ -549,6 +549,54 @@ fn acknowledged_records_survive_a_leader_kill() {
 }
 
 #[test]
+fn idempotent_pipelined_sends_across_a_leader_kill_are_written_once_and_in_order() {
+    const PARTITIONS: i32 = 2;
+    const PER_PARTITION: usize = 4000;
+    let cluster = broker::Cluster::start(3, broker::version_under_test());
+    let client = client(cluster.bootstrap());
+    let topic = topic(&client, PARTITIONS, 3);
+    let victim = client.cached_metadata().topics[&topic].partitions[0].leader;
+    // Small batches and a linger: several batches of each partition in flight when the
+    // leader dies.
+    let mut producer = client.producer().batch_size(1024).build().unwrap();
+    let value = |p: i32, i: usize| format!("{p}-{i:05}-{}", "x".repeat(40));
+    let mut handles = Vec::new();
+    for i in 0..PER_PARTITION {
+        if i == PER_PARTITION / 4 {
+            cluster.kill(victim as usize);
+        }
+        for p in 0..PARTITIONS {
+            handles.push(
+                producer
+                    .send(ProducerRecord::new(&topic, value(p, i)).partition(p))
+                    .unwrap(),
+            );
+        }
+    }
+    producer.flush().unwrap();
+    assert!(handles.iter().all(|h| h.try_result().unwrap().is_ok()));
+    let meta = client.refresh_metadata(Some(&[topic.as_str()])).unwrap();
+    assert_ne!(
+        meta.topics[&topic].partitions[0].leader, victim,
+        "the leader moved"
+    );
+    let got = fetch_topic(&client, &topic, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let values: Vec<String> = got[&p].iter().map(|r| text(&r.value)).collect();
+        let expected: Vec<String> = (0..PER_PARTITION).map(|i| value(p, i)).collect();
+        if values != expected {
+            let dups = values.len() - values.iter().collect::<BTreeSet<_>>().len();
+            let first_off = values.iter().zip(&expected).position(|(a, b)| a != b);
+            panic!(
+                "partition {p}: {} records read for {PER_PARTITION} sent, {dups} duplicated, first \
+                 out of place at {first_off:?}",
+                values.len()
+            );
+        }
+    }
+}
+
+#[test]
 fn pre_0_11_brokers_get_legacy_message_sets() {
     let proxy = Proxy::start(broker::shared_legacy(), "zk-0.10.0");
     let old = client(&proxy.bootstrap());
