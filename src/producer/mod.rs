@@ -159,21 +159,22 @@ impl Producer {
     /// reports these through the future; rdkafka, like this call, at once.
     pub fn send(&mut self, record: ProducerRecord) -> Result<DeliveryHandle> {
         let size = record.size();
-        let settings = Arc::clone(&self.settings);
-        let config = &settings.config;
-        if size + SINGLE_BATCH_OVERHEAD > config.max_request_size {
+        let config = &self.settings.config;
+        let (max_request_size, buffer_memory, max_block) =
+            (config.max_request_size, config.buffer_memory, config.max_block);
+        if size + SINGLE_BATCH_OVERHEAD > max_request_size {
             return Err(Error::RecordTooLarge {
                 topic: record.topic,
                 size,
-                max: config.max_request_size,
+                max: max_request_size,
                 property: "max.request.size",
             });
         }
-        if size > config.buffer_memory {
+        if size > buffer_memory {
             return Err(Error::RecordTooLarge {
                 topic: record.topic,
                 size,
-                max: config.buffer_memory,
+                max: buffer_memory,
                 property: "buffer.memory",
             });
         }
@@ -185,14 +186,14 @@ impl Producer {
             self.add_topic(&record.topic)?;
         }
         let mut st = self.shared.lock();
-        if st.acc.buffered + size > config.buffer_memory {
-            let deadline = crate::deadline::after(config.max_block);
-            while st.acc.buffered + size > config.buffer_memory {
+        if st.acc.buffered + size > buffer_memory {
+            let deadline = crate::deadline::after(max_block);
+            while st.acc.buffered + size > buffer_memory {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return Err(Error::BufferFull {
-                        buffer_memory: config.buffer_memory,
-                        waited: config.max_block,
+                        buffer_memory,
+                        waited: max_block,
                     });
                 }
                 st = self.shared.wait(&self.shared.settled, st, left);

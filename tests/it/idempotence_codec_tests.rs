@@ -6,8 +6,7 @@
 //! the sender relies on when it reacts to those answers (`producer::idempotence`).
 
 use crate::support::{self, broker};
-use kafka_group::unstable::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_group::unstable::protocol::messages::{InitProducerIdRequest, ProduceRequest};
+use kafka_group::unstable::protocol::messages::InitProducerIdRequest;
 use kafka_group::unstable::records::{self, BatchProducer, Compression, NewRecord};
 use kafka_group::unstable::RawClient;
 use kafka_group::{Client, KafkaCode};
@@ -25,23 +24,7 @@ fn recs(tag: &str, n: usize) -> Vec<NewRecord> {
 
 /// Produces `batch` to partition 0 of `topic` (acks=all); the partition's code and base offset.
 fn produce(client: &Client, leader: i32, topic: &str, batch: bytes::Bytes) -> (KafkaCode, i64) {
-    let resp = client
-        .send_to(leader, |_| ProduceRequest {
-            acks: -1,
-            timeout_ms: 30_000,
-            topic_data: vec![TopicProduceData {
-                name: topic.into(),
-                partition_data: vec![PartitionProduceData {
-                    index: 0,
-                    records: Some(batch),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
-        .unwrap();
-    let p = &resp.responses[0].partition_responses[0];
+    let (_, p) = support::raw_produce(client, leader, topic, batch);
     (KafkaCode::from_code(p.error_code), p.base_offset)
 }
 

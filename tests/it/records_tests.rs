@@ -6,8 +6,7 @@
 
 use crate::support::{self, broker, proxy::Proxy};
 use kafka_group::unstable::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_group::unstable::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_group::unstable::protocol::messages::{FetchRequest, ProduceRequest};
+use kafka_group::unstable::protocol::messages::FetchRequest;
 use kafka_group::unstable::protocol::{ApiKey, Uuid};
 use kafka_group::unstable::records::{self, Compression, DecodeLimits, Decoded, NewRecord};
 use kafka_group::unstable::Connection;
@@ -63,27 +62,7 @@ fn batch_records(n: usize, timestamp: i64, headers: bool) -> Vec<NewRecord> {
 /// Produces `batch` to partition 0 of `topic` at the version negotiated with `leader`; returns
 /// the version and the base offset the broker assigned.
 fn produce(client: &Client, leader: i32, topic: &str, batch: bytes::Bytes) -> (i16, i64) {
-    let mut used = -1;
-    let resp = client
-        .send_to(leader, |v| {
-            used = v;
-            ProduceRequest {
-                acks: -1,
-                timeout_ms: 30_000,
-                topic_data: vec![TopicProduceData {
-                    name: topic.into(),
-                    partition_data: vec![PartitionProduceData {
-                        index: 0,
-                        records: Some(batch),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }
-        })
-        .unwrap();
-    let p = &resp.responses[0].partition_responses[0];
+    let (used, p) = support::raw_produce(client, leader, topic, batch);
     assert_eq!(
         KafkaCode::from_code(p.error_code),
         KafkaCode::None,

@@ -58,6 +58,45 @@ pub fn create_topic(client: &Client, prefix: &str, partitions: i32, replication:
 
 /// Sends the crate's log lines (`RUST_LOG=info`, `=debug` for the heartbeat log) to the test
 /// output; called by every fixture so that each test gets it without thinking about it.
+/// Produces the raw `batch` to partition 0 of `topic` on broker `leader` (acks=all), at the
+/// version negotiated with it: that version and the partition's answer.
+pub fn raw_produce(
+    client: &Client,
+    leader: i32,
+    topic: &str,
+    batch: bytes::Bytes,
+) -> (
+    i16,
+    kafka_group::unstable::protocol::messages::produce_response::PartitionProduceResponse,
+) {
+    use kafka_group::unstable::protocol::messages::produce_request::{
+        PartitionProduceData, TopicProduceData,
+    };
+    use kafka_group::unstable::protocol::messages::ProduceRequest;
+    use kafka_group::unstable::RawClient;
+    let mut used = -1;
+    let mut resp = client
+        .send_to(leader, |v| {
+            used = v;
+            ProduceRequest {
+                acks: -1,
+                timeout_ms: 30_000,
+                topic_data: vec![TopicProduceData {
+                    name: topic.into(),
+                    partition_data: vec![PartitionProduceData {
+                        index: 0,
+                        records: Some(batch),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        })
+        .unwrap();
+    (used, resp.responses.remove(0).partition_responses.remove(0))
+}
+
 pub fn init_logs() {
     let _ = env_logger::builder().is_test(true).try_init();
 }
