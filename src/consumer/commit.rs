@@ -98,11 +98,12 @@ impl Consumer {
     /// leader epoch of that record. Same rules as [`commit_offsets`](Self::commit_offsets);
     /// nothing to commit for an empty slice.
     pub fn commit_records(&mut self, records: &[ConsumerRecord]) -> Result<()> {
-        let mut upto: BTreeMap<TopicPartition, OffsetAndMetadata> = BTreeMap::new();
+        // Keyed by the records' shared names: a partition's name is copied once, not per record.
+        let mut upto: BTreeMap<(&str, i32), OffsetAndMetadata> = BTreeMap::new();
         for r in records {
             let next = r.offset + 1;
             let e = upto
-                .entry(TopicPartition::new(r.topic.as_str(), r.partition))
+                .entry((&*r.topic, r.partition))
                 .or_insert_with(|| OffsetAndMetadata::new(next));
             if next >= e.offset {
                 e.offset = next;
@@ -112,6 +113,10 @@ impl Consumer {
         if upto.is_empty() {
             return Ok(());
         }
+        let upto: BTreeMap<TopicPartition, OffsetAndMetadata> = upto
+            .into_iter()
+            .map(|((topic, partition), o)| (TopicPartition::new(topic, partition), o))
+            .collect();
         self.commit_offsets_with_metadata(&upto)
     }
 

@@ -30,6 +30,7 @@ use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The least a fetch (connect, or answer beyond the broker's max_wait) is given however little is
@@ -278,6 +279,8 @@ fn partition_records(
     let mut batch = batches.iter().peekable();
     let mut skip = skipped.iter().peekable();
     let mut records = Vec::with_capacity(decoded_records.len());
+    // One allocation of the name per partition answer; each record holds a reference to it.
+    let topic: Arc<str> = Arc::from(tp.topic.as_str());
     for r in decoded_records {
         if r.offset < from {
             continue; // the start of a batch the broker returned whole
@@ -299,7 +302,7 @@ fn partition_records(
             .filter(|b| b.base_offset <= r.offset)
             .and_then(|b| b.leader_epoch);
         records.push(ConsumerRecord {
-            topic: tp.topic.clone(),
+            topic: Arc::clone(&topic),
             partition: tp.partition,
             offset: r.offset,
             timestamp: r.timestamp,
@@ -637,7 +640,7 @@ mod tests {
         };
         assert_eq!(records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(records[0].value.as_deref(), Some(&b"b"[..]));
-        assert_eq!(records[0].topic, "a");
+        assert_eq!(&*records[0].topic, "a");
         assert_eq!(*next_offset, Some(3));
     }
 

@@ -3,12 +3,14 @@
 
 use crate::group::{GroupEvent, TopicPartition};
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// One record as [`Consumer::poll`](super::Consumer::poll) returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerRecord {
-    /// Topic.
-    pub topic: String,
+    /// Topic. Shared by every record of a partition's fetch rather than copied into each:
+    /// `&*record.topic` or `record.topic.as_ref()` is a `&str`.
+    pub topic: Arc<str>,
     /// Partition.
     pub partition: i32,
     /// Offset in the partition.
@@ -28,7 +30,7 @@ pub struct ConsumerRecord {
 impl ConsumerRecord {
     /// The record's partition.
     pub fn topic_partition(&self) -> TopicPartition {
-        TopicPartition::new(self.topic.clone(), self.partition)
+        TopicPartition::new(&*self.topic, self.partition)
     }
 }
 

@@ -186,7 +186,7 @@ fn consumes_everything_commits_and_a_restart_resumes_from_committed_offsets() {
         );
     }
     let r = &got[0];
-    assert_eq!(r.topic, topic);
+    assert_eq!(&*r.topic, topic);
     assert_eq!(r.key.as_deref(), Some(format!("k{}", r.partition).as_bytes()));
     assert_eq!(
         r.value.as_deref(),

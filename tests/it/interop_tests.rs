@@ -593,7 +593,10 @@ mod compression {
                 })
                 .collect();
             assert_eq!(seen, expected, "java {} {name}", java.version());
-            assert!(got.iter().all(|r| r.topic == topic && r.timestamp > 0), "{name}");
+            assert!(
+                got.iter().all(|r| *r.topic == *topic && r.timestamp > 0),
+                "{name}"
+            );
         }
     }
 

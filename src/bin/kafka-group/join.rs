@@ -216,7 +216,7 @@ fn print_record(json: bool, r: &ConsumerRecord) {
     if json {
         let doc = Json::Obj(vec![
             ("event", Json::str("Record")),
-            ("topic", Json::str(&r.topic)),
+            ("topic", Json::str(&*r.topic)),
             ("partition", Json::Int(r.partition.into())),
             ("offset", Json::Int(r.offset)),
             ("key", Json::opt_str(key)),
