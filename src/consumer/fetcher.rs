@@ -21,7 +21,8 @@ use crate::client::{Broker, Client};
 use crate::error::{Error, Result};
 use crate::group::TopicPartition;
 use crate::net::link::{Link, Purpose};
-use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use super::fetch_session::{FetchSession, SessionPlan};
+use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, Uuid, VersionRange};
 use crate::records::{self, BatchInfo, DecodeLimits};
@@ -90,10 +91,17 @@ pub(crate) fn fetch_version(
     Ok(version)
 }
 
-/// A Fetch for `targets` (kept in their order, consecutive partitions of a topic grouped).
-pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSettings) -> FetchRequest {
+/// A Fetch for the `targets` the session `plan` sends (kept in their order, consecutive
+/// partitions of a topic grouped), with its session id, epoch and forgotten partitions.
+pub(crate) fn fetch_request(
+    version: i16,
+    targets: &[FetchTarget],
+    s: &FetchSettings,
+    plan: &SessionPlan,
+) -> FetchRequest {
+    let by_id = version > LAST_VERSION_WITH_NAMES;
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for t in targets {
+    for t in plan.send.iter().filter_map(|&i| targets.get(i)) {
         let partition = FetchPartition {
             partition: t.tp.partition,
             current_leader_epoch: if version >= 9 { t.leader_epoch } else { -1 },
@@ -102,7 +110,7 @@ pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSett
             ..Default::default()
         };
         let same_topic = |last: &FetchTopic| {
-            if version > LAST_VERSION_WITH_NAMES {
+            if by_id {
                 last.topic_id == t.topic_id
             } else {
                 last.topic == t.tp.topic
@@ -115,12 +123,35 @@ pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSett
                     partitions: vec![partition],
                     ..Default::default()
                 };
-                if version > LAST_VERSION_WITH_NAMES {
+                if by_id {
                     topic.topic_id = t.topic_id;
                 } else {
                     topic.topic = (&t.tp.topic).into();
                 }
                 topics.push(topic);
+            }
+        }
+    }
+    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+    for f in &plan.forget {
+        let same_topic = |last: &ForgottenTopic| {
+            if by_id {
+                last.topic_id == f.topic_id
+            } else {
+                last.topic == f.tp.topic
+            }
+        };
+        match forgotten.last_mut() {
+            Some(last) if same_topic(last) => last.partitions.push(f.tp.partition),
+            _ => {
+                let mut topic = ForgottenTopic::default();
+                if by_id {
+                    topic.topic_id = f.topic_id;
+                } else {
+                    topic.topic = (&f.tp.topic).into();
+                }
+                topic.partitions.push(f.tp.partition);
+                forgotten.push(topic);
             }
         }
     }
@@ -130,10 +161,10 @@ pub(crate) fn fetch_request(version: i16, targets: &[FetchTarget], s: &FetchSett
         min_bytes: s.min_bytes,
         max_bytes: s.max_bytes,
         isolation_level: s.isolation.code(),
-        // A full fetch without a session (FINAL epoch); see the module docs.
-        session_id: 0,
-        session_epoch: -1,
+        session_id: plan.session_id,
+        session_epoch: plan.epoch,
         topics,
+        forgotten_topics_data: forgotten,
         ..Default::default()
     }
 }
@@ -361,11 +392,15 @@ pub(crate) struct Fetcher {
 
 impl Fetcher {
     /// Sends a Fetch for `targets` to `leader` over the consumer's own connection to it, built
-    /// at the version [`fetch_version`] picks. Returns the version used with the answer.
+    /// at the version [`fetch_version`] picks, within `session` (which records what the request
+    /// asks the broker to hold; the caller tells it the outcome). Returns the version used with
+    /// the answer.
+    #[allow(clippy::too_many_arguments)]
     pub fn fetch(
         &mut self,
         client: &Client,
         leader: &Broker,
+        session: &mut FetchSession,
         targets: &[FetchTarget],
         settings: &FetchSettings,
         deadline: Instant,
@@ -389,7 +424,8 @@ impl Fetcher {
         let negotiated = conn.version(ApiKey::Fetch)?;
         let broker = conn.versions()?.get(&ApiKey::Fetch.key()).copied();
         let version = fetch_version(negotiated, targets, settings.isolation, broker)?;
-        let req = fetch_request(version, targets, settings);
+        let plan = session.plan(version, targets, settings.partition_max_bytes);
+        let req = fetch_request(version, targets, settings, &plan);
         // The broker may hold the request for max_wait before answering.
         let wait = within.saturating_add(Duration::from_millis(
             u64::try_from(settings.max_wait_ms).unwrap_or(0),
@@ -474,7 +510,8 @@ mod tests {
                 if !with_ids {
                     assert!(version <= 12, "no topic ids: names needed");
                 }
-                let req = fetch_request(version, &ts, &settings(IsolationLevel::ReadUncommitted));
+                let plan = SessionPlan::sessionless(ts.len());
+                let req = fetch_request(version, &ts, &settings(IsolationLevel::ReadUncommitted), &plan);
                 let bytes = req
                     .to_bytes(version)
                     .unwrap_or_else(|e| panic!("Fetch v{version}: {e}"));

@@ -12,6 +12,7 @@ mod builder;
 mod commit;
 mod config;
 mod control;
+mod fetch_session;
 mod fetcher;
 mod listener;
 mod lookup;
@@ -630,8 +631,16 @@ impl Consumer {
         let parts = match outcome {
             Ok(parts) => parts,
             Err(failure) => {
-                self.workers.finished(leader, Some(self.client.retry_backoff()));
+                // A refused fetch session restarted on its thread: fetch again at once.
+                let session = matches!(failure, workers::FetchFailure::Session(_));
+                let backoff = (!session).then(|| self.client.retry_backoff());
+                self.workers.finished(leader, backoff);
                 return match failure {
+                    workers::FetchFailure::Session(code) => {
+                        // The leader and the metadata are fine: no refresh.
+                        log::debug!("{}: fetch session with broker {leader}: {code}", self.ctx());
+                        Ok(())
+                    }
                     workers::FetchFailure::Request(e) if e.is_transient() => {
                         log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
                         self.metadata_stale = true;

@@ -7,8 +7,13 @@
 //! is given, decodes the answer and sends it back; one fetch per leader at a time, as the Java
 //! consumer keeps one in flight per node. Threads stop when the consumer is closed or dropped:
 //! a fetch the broker is holding is cut short by shutting its socket down.
+//!
+//! Each thread keeps the fetch session with its leader ([`super::fetch_session`]): it is told
+//! every answer, and after a failed request or a lost connection it starts over with a full
+//! fetch.
 
 use super::config::IsolationLevel;
+use super::fetch_session::{self, FetchSession};
 use super::fetcher::{self, FetchSettings, FetchTarget, Fetcher, PartitionFetch};
 use super::prefetch::Stamp;
 use crate::client::{Broker, Client};
@@ -37,6 +42,10 @@ pub(crate) enum FetchFailure {
     Request(Error),
     /// The broker answered with a request-level error code.
     Code(KafkaCode),
+    /// The broker refused the fetch session (FETCH_SESSION_ID_NOT_FOUND,
+    /// INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR): the session has restarted
+    /// and the fetch may be sent again at once.
+    Session(KafkaCode),
 }
 
 /// A fetch's outcome, back on the poll thread.
@@ -213,6 +222,8 @@ fn run(
     limits: &DecodeLimits,
 ) {
     let mut fetcher = Fetcher::default();
+    // The session lives as long as the thread, i.e. with the leader it fetches from.
+    let mut session = FetchSession::default();
     while let Ok(job) = jobs.recv() {
         if stop.is_pending() {
             return;
@@ -225,15 +236,30 @@ fn run(
         } = job;
         let plain: Vec<FetchTarget> = targets.iter().map(|(t, _)| t.clone()).collect();
         let deadline = crate::deadline::after(client.connection_config().request_timeout);
-        let answer = fetcher.fetch(client, &broker, &plain, &settings, deadline, stop);
+        let answer = fetcher.fetch(client, &broker, &mut session, &plain, &settings, deadline, stop);
         if stop.is_pending() {
             return;
         }
         let outcome = match answer {
-            Ok((version, resp)) => fetcher::read_fetch_response(version, resp, &plain, isolation, limits)
-                .map_err(FetchFailure::Code),
+            Ok((version, resp)) => {
+                session.answered(resp.error_code, resp.session_id);
+                fetcher::read_fetch_response(version, resp, &plain, isolation, limits).map_err(|code| {
+                    if fetch_session::is_session_error(code) {
+                        log::debug!(
+                            "fetch session {} with broker {}: {code}; starting over",
+                            session.id(),
+                            broker.id
+                        );
+                        FetchFailure::Session(code)
+                    } else {
+                        FetchFailure::Code(code)
+                    }
+                })
+            }
             Err(e) => {
                 fetcher.disconnect(broker.id);
+                // What the broker applied of the request is unknown.
+                session.failed();
                 Err(FetchFailure::Request(e))
             }
         };
