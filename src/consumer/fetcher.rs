@@ -534,6 +534,44 @@ mod tests {
     }
 
     #[test]
+    fn incremental_requests_carry_the_plan_and_forget_by_name_or_id() {
+        use super::super::fetch_session::Forget;
+        for version in [7, 12, 13, 17] {
+            let with_ids = version >= 13;
+            let ts = targets(with_ids);
+            let plan = SessionPlan {
+                session_id: 42,
+                epoch: 3,
+                send: vec![1],
+                forget: vec![
+                    Forget {
+                        tp: TopicPartition::new("c", 1),
+                        topic_id: Uuid([3; 16]),
+                    },
+                    Forget {
+                        tp: TopicPartition::new("c", 4),
+                        topic_id: Uuid([3; 16]),
+                    },
+                ],
+            };
+            let req = fetch_request(version, &ts, &settings(IsolationLevel::ReadUncommitted), &plan);
+            let back = FetchRequest::from_bytes(req.to_bytes(version).unwrap(), version).unwrap();
+            assert_eq!((back.session_id, back.session_epoch), (42, 3));
+            assert_eq!(back.topics.len(), 1);
+            assert_eq!(back.topics[0].partitions.len(), 1);
+            assert_eq!(back.topics[0].partitions[0].partition, 2);
+            assert_eq!(back.forgotten_topics_data.len(), 1, "grouped per topic");
+            let f = &back.forgotten_topics_data[0];
+            assert_eq!(f.partitions.as_slice(), &[1, 4]);
+            if with_ids {
+                assert_eq!(f.topic_id, Uuid([3; 16]));
+            } else {
+                assert_eq!(f.topic, "c");
+            }
+        }
+    }
+
+    #[test]
     fn read_committed_needs_v4() {
         let ts = targets(false);
         assert!(matches!(
