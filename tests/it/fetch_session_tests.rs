@@ -242,12 +242,12 @@ fn pause_resume_and_seek_within_a_session() {
     assert_eq!(assert_session_sequence(&fetches), 1, "one session throughout: {fetches:?}");
 }
 
-/// Connections reset under the consumer (Fetch requests cut off, then at random every
-/// 0.3–1 s): each loss starts the session over, and still every record comes exactly once.
+/// Connections reset under the consumer (two Fetch requests cut off, then every connection at
+/// random after 0.3–1 s, for at least three such resets): each loss starts the session over,
+/// and still every record comes exactly once.
 #[test]
 fn connection_resets_start_new_sessions_and_lose_nothing() {
     const PARTITIONS: i32 = 12;
-    const ROUNDS: usize = 8;
     const PER_ROUND: usize = 25;
     let direct = client(broker::shared().bootstrap());
     let topic = create_topic(&direct, "fetch-session-resets", PARTITIONS, 1);
@@ -258,9 +258,13 @@ fn connection_resets_start_new_sessions_and_lose_nothing() {
     poll_into(&mut c, &mut got, PARTITIONS as usize * PER_ROUND, Duration::from_secs(60));
     proxy.reset_next(ApiKey::Fetch, 2);
     proxy.kill_connections(7, Duration::from_millis(300)..=Duration::from_millis(1000));
-    for round in 1..ROUNDS {
-        produce(&direct, &topic, 0..PARTITIONS, round * PER_ROUND, PER_ROUND);
-        let want = PARTITIONS as usize * PER_ROUND * (round + 1);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut rounds = 1;
+    while rounds < 4 || proxy.resets() < 3 {
+        assert!(Instant::now() < deadline, "{} resets", proxy.resets());
+        produce(&direct, &topic, 0..PARTITIONS, rounds * PER_ROUND, PER_ROUND);
+        rounds += 1;
+        let want = PARTITIONS as usize * PER_ROUND * rounds;
         poll_into(&mut c, &mut got, want, Duration::from_secs(60));
     }
     proxy.stop_killing();
@@ -268,7 +272,7 @@ fn connection_resets_start_new_sessions_and_lose_nothing() {
     while Instant::now() < end {
         got.extend(c.poll(Duration::from_millis(200)).unwrap().records);
     }
-    let counts: BTreeMap<i32, usize> = (0..PARTITIONS).map(|p| (p, ROUNDS * PER_ROUND)).collect();
+    let counts: BTreeMap<i32, usize> = (0..PARTITIONS).map(|p| (p, rounds * PER_ROUND)).collect();
     assert_exactly_once(&got, &counts);
     c.close().unwrap();
     let fetches = proxy.fetches();
@@ -278,10 +282,11 @@ fn connection_resets_start_new_sessions_and_lose_nothing() {
         .filter(|f| f.session_epoch == 0 && f.session_id != 0)
         .count();
     eprintln!(
-        "fetch sessions under resets: {} Fetch requests, {sessions} sessions ({recreated} recreated), {} resets",
+        "fetch sessions under resets: {rounds} rounds, {} Fetch requests, {sessions} sessions \
+         ({recreated} recreated by id), {} resets by the killer",
         fetches.len(),
         proxy.resets()
     );
     assert!(sessions >= 3, "resets started new sessions: {fetches:?}");
-    assert!(recreated >= 1, "a lost session is closed and recreated by id: {fetches:?}");
+    assert!(recreated >= 2, "a lost session is closed and recreated by id: {fetches:?}");
 }
