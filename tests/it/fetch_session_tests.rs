@@ -145,6 +145,14 @@ fn consume_many(partitions: i32, per_partition: usize) -> Vec<FetchSeen> {
         "the first fetch is full and asks for a session"
     );
     assert_eq!(assert_session_sequence(&fetches), 1, "one session throughout: {fetches:?}");
+    // Without this the broker would go on fetching from the offsets of the first request: the
+    // consumer would drop what it already has (and stall after a seek back) at a cost in bytes.
+    assert!(
+        fetches
+            .iter()
+            .any(|f| f.session_epoch > 0 && f.partitions > 0 && f.partitions < partitions as usize),
+        "incremental requests send the partitions whose offsets moved: {fetches:?}"
+    );
     let fewer = fetches
         .iter()
         .filter(|f| f.session_epoch > 0 && f.partitions < partitions as usize)
@@ -227,6 +235,7 @@ fn pause_resume_and_seek_within_a_session() {
         .collect();
     assert_exactly_once(&got, &counts);
     // Seek p1 back to 5: 5..30 again, in order, once.
+    let seek_at = proxy.fetches().len();
     c.seek(&p1, 5).unwrap();
     let mut again = Vec::new();
     poll_into(&mut c, &mut again, 25, Duration::from_secs(30));
@@ -234,6 +243,11 @@ fn pause_resume_and_seek_within_a_session() {
     while Instant::now() < end {
         again.extend(c.poll(Duration::from_millis(200)).unwrap().records);
     }
+    let after_seek = proxy.fetches()[seek_at..].to_vec();
+    assert!(
+        after_seek.iter().any(|f| f.session_epoch > 0 && f.partitions == 1),
+        "the seeked partition is sent with its new offset: {after_seek:?}"
+    );
     let offsets: Vec<i64> = again.iter().map(|r| r.offset).collect();
     assert!(again.iter().all(|r| r.partition == 1), "{again:?}");
     assert_eq!(offsets, (5..30).collect::<Vec<i64>>());
