@@ -140,6 +140,11 @@ use std::time::{Duration, Instant};
 /// run on threads of their own, stopped by [`close`](Self::close) or a drop); another thread can end a blocked `poll` at once with a
 /// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer without
 /// [`close`](Self::close) skips the final auto-commit.
+///
+/// Fetches use incremental fetch sessions (KIP-227) with brokers from Kafka 1.1 (Fetch v7):
+/// after the first request to a leader, each names only the partitions whose position changed,
+/// and each answer carries only partitions with news, so the cost of a fetch follows what moves
+/// rather than how many partitions are assigned.
 #[derive(Debug)]
 pub struct Consumer {
     client: Client,

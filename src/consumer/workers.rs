@@ -430,7 +430,11 @@ mod tests {
         }
         // Nothing more comes.
         for _ in 0..3 {
-            assert!(consumer.poll(Duration::from_millis(50)).unwrap().records.is_empty());
+            assert!(consumer
+                .poll(Duration::from_millis(50))
+                .unwrap()
+                .records
+                .is_empty());
         }
         let mut want = Vec::new();
         for p in 0..3 {
@@ -453,10 +457,18 @@ mod tests {
         assert_eq!(sent[0], (0, 0, 3), "first: full INITIAL");
         assert_eq!((sent[1].0, sent[1].1), (1, 1), "{sent:?}");
         assert_eq!((sent[2].0, sent[2].1), (1, 2), "{sent:?}");
-        assert_eq!(sent[3], (0, 0, 3), "after FETCH_SESSION_ID_NOT_FOUND: INITIAL: {sent:?}");
+        assert_eq!(
+            sent[3],
+            (0, 0, 3),
+            "after FETCH_SESSION_ID_NOT_FOUND: INITIAL: {sent:?}"
+        );
         assert_eq!((sent[4].0, sent[4].1), (2, 1), "{sent:?}");
         assert_eq!((sent[5].0, sent[5].1), (2, 2), "{sent:?}");
-        assert_eq!(sent[6], (2, 0, 3), "after INVALID_FETCH_SESSION_EPOCH: close and recreate: {sent:?}");
+        assert_eq!(
+            sent[6],
+            (2, 0, 3),
+            "after INVALID_FETCH_SESSION_EPOCH: close and recreate: {sent:?}"
+        );
         assert_eq!((sent[7].0, sent[7].1), (3, 1), "{sent:?}");
         consumer.close().unwrap();
     }

@@ -61,11 +61,7 @@ fn consumer(bootstrap: &str, topic: &str, partitions: i32) -> Consumer {
 fn poll_into(c: &mut Consumer, got: &mut Vec<ConsumerRecord>, want: usize, limit: Duration) {
     let deadline = Instant::now() + limit;
     while got.len() < want {
-        assert!(
-            Instant::now() < deadline,
-            "got {} of {want} records",
-            got.len()
-        );
+        assert!(Instant::now() < deadline, "got {} of {want} records", got.len());
         got.extend(c.poll(Duration::from_millis(200)).unwrap().records);
     }
 }
@@ -140,11 +136,19 @@ fn consume_many(partitions: i32, per_partition: usize) -> Vec<FetchSeen> {
     let fetches = proxy.fetches();
     assert!(fetches.len() > 3, "{fetches:?}");
     assert_eq!(
-        (fetches[0].session_id, fetches[0].session_epoch, fetches[0].partitions),
+        (
+            fetches[0].session_id,
+            fetches[0].session_epoch,
+            fetches[0].partitions
+        ),
         (0, 0, partitions as usize),
         "the first fetch is full and asks for a session"
     );
-    assert_eq!(assert_session_sequence(&fetches), 1, "one session throughout: {fetches:?}");
+    assert_eq!(
+        assert_session_sequence(&fetches),
+        1,
+        "one session throughout: {fetches:?}"
+    );
     // Without this the broker would go on fetching from the offsets of the first request: the
     // consumer would drop what it already has (and stall after a seek back) at a cost in bytes.
     assert!(
@@ -210,7 +214,7 @@ fn pause_resume_and_seek_within_a_session() {
     poll_into(&mut c, &mut got, 120, Duration::from_secs(60));
     let p0 = TopicPartition::new(&topic, 0);
     let p1 = TopicPartition::new(&topic, 1);
-    c.pause(&[p0.clone()]).unwrap();
+    c.pause(std::slice::from_ref(&p0)).unwrap();
     let paused_at = proxy.fetches().len();
     produce(&direct, &topic, [0, 1], 20, 10);
     poll_into(&mut c, &mut got, 130, Duration::from_secs(30));
@@ -245,7 +249,9 @@ fn pause_resume_and_seek_within_a_session() {
     }
     let after_seek = proxy.fetches()[seek_at..].to_vec();
     assert!(
-        after_seek.iter().any(|f| f.session_epoch > 0 && f.partitions == 1),
+        after_seek
+            .iter()
+            .any(|f| f.session_epoch > 0 && f.partitions == 1),
         "the seeked partition is sent with its new offset: {after_seek:?}"
     );
     let offsets: Vec<i64> = again.iter().map(|r| r.offset).collect();
@@ -253,7 +259,11 @@ fn pause_resume_and_seek_within_a_session() {
     assert_eq!(offsets, (5..30).collect::<Vec<i64>>());
     c.close().unwrap();
     let fetches = proxy.fetches();
-    assert_eq!(assert_session_sequence(&fetches), 1, "one session throughout: {fetches:?}");
+    assert_eq!(
+        assert_session_sequence(&fetches),
+        1,
+        "one session throughout: {fetches:?}"
+    );
 }
 
 /// Connections reset under the consumer (two Fetch requests cut off, then every connection at
@@ -269,7 +279,12 @@ fn connection_resets_start_new_sessions_and_lose_nothing() {
     let mut c = consumer(&proxy.bootstrap(), &topic, PARTITIONS);
     let mut got = Vec::new();
     produce(&direct, &topic, 0..PARTITIONS, 0, PER_ROUND);
-    poll_into(&mut c, &mut got, PARTITIONS as usize * PER_ROUND, Duration::from_secs(60));
+    poll_into(
+        &mut c,
+        &mut got,
+        PARTITIONS as usize * PER_ROUND,
+        Duration::from_secs(60),
+    );
     proxy.reset_next(ApiKey::Fetch, 2);
     proxy.kill_connections(7, Duration::from_millis(300)..=Duration::from_millis(1000));
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -302,5 +317,8 @@ fn connection_resets_start_new_sessions_and_lose_nothing() {
         proxy.resets()
     );
     assert!(sessions >= 3, "resets started new sessions: {fetches:?}");
-    assert!(recreated >= 2, "a lost session is closed and recreated by id: {fetches:?}");
+    assert!(
+        recreated >= 2,
+        "a lost session is closed and recreated by id: {fetches:?}"
+    );
 }

@@ -22,7 +22,7 @@ use super::rng::Rng;
 use super::wire::WireClient;
 use kafka_group::unstable::protocol::messages::api_versions_response::ApiVersion;
 use kafka_group::unstable::protocol::messages::{
-    ApiVersionsRequest, ApiVersionsResponse, DescribeGroupsRequest, FetchRequest, DescribeGroupsResponse,
+    ApiVersionsRequest, ApiVersionsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FetchRequest,
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     RequestHeader, ResponseHeader,
 };
