@@ -25,6 +25,7 @@
 //! | any                   | FETCH_SESSION_ID_NOT_FOUND (70)               | full, INITIAL                      |
 //! | any with id S         | INVALID_FETCH_SESSION_EPOCH (71), FETCH_SESSION_TOPIC_ID_ERROR (106), any other request error | full, close and recreate (S, 0) |
 //! | any with id S         | request failed, connection lost               | full, close and recreate (S, 0)    |
+//! | full sent             | 70, 71 or 106                                 | as above, but after the retry backoff |
 //! | incremental (S, e)    | names (≤ v12) ↔ topic ids (v13+) switch       | full, close and recreate (S, 0)    |
 //!
 //! An incremental request sends the partitions that are new or whose offset, byte limit,
@@ -192,12 +193,16 @@ impl FetchSession {
     }
 
     /// Learns from the answer to the last planned request: its request-level `error_code` and
-    /// `session_id`.
-    pub fn answered(&mut self, error_code: i16, session_id: i32) {
+    /// `session_id`. True when the answer was a session error ([`is_session_error`]) to an
+    /// incremental request: the fetch may be sent again at once, as a full one. A session error
+    /// to a full request is the broker's problem, not the session's: retried only after the
+    /// usual backoff, so that a broker answering nothing else cannot spin the fetch thread.
+    pub fn answered(&mut self, error_code: i16, session_id: i32) -> bool {
         let Some(sent_epoch) = self.in_flight.take() else {
-            return; // not a session request
+            return false; // not a session request
         };
         let code = KafkaCode::from_code(error_code);
+        let retry_now = is_session_error(code) && sent_epoch != INITIAL_EPOCH;
         if code == KafkaCode::FetchSessionIdNotFound {
             self.reset();
         } else if code.is_error() {
@@ -213,6 +218,7 @@ impl FetchSession {
             // Not the session asked about: what the broker holds for it is unknown.
             self.close_existing();
         }
+        retry_now
     }
 
     /// The last planned request got no answer (failed, timed out, connection lost): what the
@@ -397,10 +403,13 @@ mod tests {
     fn session_id_not_found_goes_initial() {
         let mut s = established(13);
         s.plan(13, &three(), MAXB);
-        s.answered(KafkaCode::FetchSessionIdNotFound.code(), 0);
+        assert!(s.answered(KafkaCode::FetchSessionIdNotFound.code(), 0));
         let plan = s.plan(13, &three(), MAXB);
         assert_eq!(ids(&plan), (0, 0));
         assert_eq!(plan.send.len(), 3);
+        // Refused again, to the full request: not retried at once.
+        assert!(!s.answered(KafkaCode::FetchSessionIdNotFound.code(), 0));
+        assert_eq!(ids(&s.plan(13, &three(), MAXB)), (0, 0));
     }
 
     #[test]
@@ -412,7 +421,7 @@ mod tests {
         ] {
             let mut s = established(13);
             s.plan(13, &three(), MAXB);
-            s.answered(code.code(), 0);
+            assert_eq!(s.answered(code.code(), 0), is_session_error(code), "{code}");
             let plan = s.plan(13, &three(), MAXB);
             assert_eq!(ids(&plan), (77, 0), "{code}");
             assert_eq!(plan.send.len(), 3, "{code}");

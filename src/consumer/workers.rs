@@ -13,7 +13,7 @@
 //! fetch.
 
 use super::config::IsolationLevel;
-use super::fetch_session::{self, FetchSession};
+use super::fetch_session::FetchSession;
 use super::fetcher::{self, FetchSettings, FetchTarget, Fetcher, PartitionFetch};
 use super::prefetch::Stamp;
 use crate::client::{Broker, Client};
@@ -242,9 +242,9 @@ fn run(
         }
         let outcome = match answer {
             Ok((version, resp)) => {
-                session.answered(resp.error_code, resp.session_id);
+                let retry_now = session.answered(resp.error_code, resp.session_id);
                 fetcher::read_fetch_response(version, resp, &plain, isolation, limits).map_err(|code| {
-                    if fetch_session::is_session_error(code) {
+                    if retry_now {
                         log::debug!(
                             "fetch session {} with broker {}: {code}; starting over",
                             session.id(),
