@@ -26,12 +26,17 @@ fn release() -> &'static str {
         .expect("the version table has KRaft releases")
 }
 
-/// A proxy in front of the shared broker, recording Fetch requests.
-fn recording_proxy() -> Proxy {
-    let release = release();
+/// A proxy in front of the shared broker (or, for an old `release`, the broker that serves it),
+/// recording Fetch requests.
+fn recording_proxy_for(release: &str) -> Proxy {
     let proxy = Proxy::start(proxy::upstream_for(release), release);
     proxy.record_fetches(true);
     proxy
+}
+
+/// [`recording_proxy_for`] the shared broker's own release.
+fn recording_proxy() -> Proxy {
+    recording_proxy_for(release())
 }
 
 /// Writes `n` records to each of `partitions`, valued `p-i` with `i` counting from `first`.
@@ -204,11 +209,23 @@ fn a_session_is_made_and_fetched_incrementally_500_partitions() {
 /// after resume; a seek re-reads from the offset seeked to.
 #[test]
 fn pause_resume_and_seek_within_a_session() {
+    pause_resume_and_seek(release());
+}
+
+/// As [`pause_resume_and_seek_within_a_session`] with Fetch v12 (Kafka 3.0's highest): the
+/// session names topics, and forgets by name.
+#[test]
+fn pause_resume_and_seek_within_a_session_by_topic_name() {
+    pause_resume_and_seek("kraft-3.0");
+}
+
+fn pause_resume_and_seek(release: &str) {
     const PARTITIONS: i32 = 6;
-    let direct = client(broker::shared().bootstrap());
+    // The broker behind the proxy: for an old release not necessarily the shared one.
+    let direct = client(&proxy::upstream_for(release).to_string());
     let topic = create_topic(&direct, "fetch-session-pause", PARTITIONS, 1);
     produce(&direct, &topic, 0..PARTITIONS, 0, 20);
-    let proxy = recording_proxy();
+    let proxy = recording_proxy_for(release);
     let mut c = consumer(&proxy.bootstrap(), &topic, PARTITIONS);
     let mut got = Vec::new();
     poll_into(&mut c, &mut got, 120, Duration::from_secs(60));
