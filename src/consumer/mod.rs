@@ -12,6 +12,7 @@ mod builder;
 mod commit;
 mod config;
 mod control;
+mod fetch_session;
 mod fetcher;
 mod listener;
 mod lookup;
@@ -139,6 +140,11 @@ use std::time::{Duration, Instant};
 /// run on threads of their own, stopped by [`close`](Self::close) or a drop); another thread can end a blocked `poll` at once with a
 /// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer without
 /// [`close`](Self::close) skips the final auto-commit.
+///
+/// Fetches use incremental fetch sessions (KIP-227) with brokers from Kafka 1.1 (Fetch v7):
+/// after the first request to a leader, each names only the partitions whose position changed,
+/// and each answer carries only partitions with news, so the cost of a fetch follows what moves
+/// rather than how many partitions are assigned.
 #[derive(Debug)]
 pub struct Consumer {
     client: Client,
@@ -630,8 +636,16 @@ impl Consumer {
         let parts = match outcome {
             Ok(parts) => parts,
             Err(failure) => {
-                self.workers.finished(leader, Some(self.client.retry_backoff()));
+                // A refused fetch session restarted on its thread: fetch again at once.
+                let session = matches!(failure, workers::FetchFailure::Session(_));
+                let backoff = (!session).then(|| self.client.retry_backoff());
+                self.workers.finished(leader, backoff);
                 return match failure {
+                    workers::FetchFailure::Session(code) => {
+                        // The leader and the metadata are fine: no refresh.
+                        log::debug!("{}: fetch session with broker {leader}: {code}", self.ctx());
+                        Ok(())
+                    }
                     workers::FetchFailure::Request(e) if e.is_transient() => {
                         log::debug!("{}: fetch from broker {leader} failed: {e}", self.ctx());
                         self.metadata_stale = true;

@@ -7,8 +7,13 @@
 //! is given, decodes the answer and sends it back; one fetch per leader at a time, as the Java
 //! consumer keeps one in flight per node. Threads stop when the consumer is closed or dropped:
 //! a fetch the broker is holding is cut short by shutting its socket down.
+//!
+//! Each thread keeps the fetch session with its leader ([`super::fetch_session`]): it is told
+//! every answer, and after a failed request or a lost connection it starts over with a full
+//! fetch.
 
 use super::config::IsolationLevel;
+use super::fetch_session::FetchSession;
 use super::fetcher::{self, FetchSettings, FetchTarget, Fetcher, PartitionFetch};
 use super::prefetch::Stamp;
 use crate::client::{Broker, Client};
@@ -37,6 +42,10 @@ pub(crate) enum FetchFailure {
     Request(Error),
     /// The broker answered with a request-level error code.
     Code(KafkaCode),
+    /// The broker refused the fetch session (FETCH_SESSION_ID_NOT_FOUND,
+    /// INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR): the session has restarted
+    /// and the fetch may be sent again at once.
+    Session(KafkaCode),
 }
 
 /// A fetch's outcome, back on the poll thread.
@@ -213,6 +222,8 @@ fn run(
     limits: &DecodeLimits,
 ) {
     let mut fetcher = Fetcher::default();
+    // The session lives as long as the thread, i.e. with the leader it fetches from.
+    let mut session = FetchSession::default();
     while let Ok(job) = jobs.recv() {
         if stop.is_pending() {
             return;
@@ -225,15 +236,30 @@ fn run(
         } = job;
         let plain: Vec<FetchTarget> = targets.iter().map(|(t, _)| t.clone()).collect();
         let deadline = crate::deadline::after(client.connection_config().request_timeout);
-        let answer = fetcher.fetch(client, &broker, &plain, &settings, deadline, stop);
+        let answer = fetcher.fetch(client, &broker, &mut session, &plain, &settings, deadline, stop);
         if stop.is_pending() {
             return;
         }
         let outcome = match answer {
-            Ok((version, resp)) => fetcher::read_fetch_response(version, resp, &plain, isolation, limits)
-                .map_err(FetchFailure::Code),
+            Ok((version, resp)) => {
+                let retry_now = session.answered(resp.error_code, resp.session_id);
+                fetcher::read_fetch_response(version, resp, &plain, isolation, limits).map_err(|code| {
+                    if retry_now {
+                        log::debug!(
+                            "fetch session {} with broker {}: {code}; starting over",
+                            session.id(),
+                            broker.id
+                        );
+                        FetchFailure::Session(code)
+                    } else {
+                        FetchFailure::Code(code)
+                    }
+                })
+            }
             Err(e) => {
                 fetcher.disconnect(broker.id);
+                // What the broker applied of the request is unknown.
+                session.failed();
                 Err(FetchFailure::Request(e))
             }
         };
@@ -246,5 +272,204 @@ fn run(
         if sent.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::client::Client;
+    use crate::group::TopicPartition;
+    use crate::net::script::{Answer, Script};
+    use crate::protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use crate::protocol::messages::{FetchRequest, FetchResponse};
+    use crate::KafkaCode;
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use std::collections::{BTreeMap, HashMap};
+    use std::time::{Duration, Instant};
+
+    /// Records in each partition of the scripted topic `t`.
+    const LOG_END: i64 = 10;
+
+    /// Up to 3 records of partition `p` from `from`, valued `p-offset`.
+    fn records(p: i32, from: i64) -> Bytes {
+        let recs: Vec<Record> = (from..(from + 3).min(LOG_END))
+            .map(|offset| Record {
+                transactional: false,
+                control: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset,
+                sequence: -1,
+                timestamp: 1,
+                key: None,
+                value: Some(Bytes::from(format!("{p}-{offset}"))),
+                delete_horizon: false,
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        if !recs.is_empty() {
+            let opts = RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            };
+            RecordBatchEncoder::encode(&mut buf, &recs, &opts).unwrap();
+        }
+        buf.freeze()
+    }
+
+    /// A broker's sessions, as Kafka keeps them: per session the expected epoch and, per
+    /// partition, the offset last sent (an answer does not move it). Fetch number `errors[n]`
+    /// (from 1) is answered with that error instead.
+    #[derive(Default)]
+    struct Sessions {
+        next_id: i32,
+        sessions: HashMap<i32, (i32, BTreeMap<i32, i64>)>,
+        fetches: usize,
+    }
+
+    impl Sessions {
+        fn answer(&mut self, req: &FetchRequest, errors: &HashMap<usize, KafkaCode>) -> FetchResponse {
+            self.fetches += 1;
+            let refuse = |code: KafkaCode| FetchResponse {
+                error_code: code.code(),
+                ..Default::default()
+            };
+            if let Some(&code) = errors.get(&self.fetches) {
+                return refuse(code);
+            }
+            let asked = req
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| (p.partition, p.fetch_offset)));
+            let full = req.session_epoch == 0;
+            let id = if full {
+                self.sessions.remove(&req.session_id);
+                self.next_id += 1;
+                self.sessions.insert(self.next_id, (1, asked.collect()));
+                self.next_id
+            } else {
+                let Some((epoch, held)) = self.sessions.get_mut(&req.session_id) else {
+                    return refuse(KafkaCode::FetchSessionIdNotFound);
+                };
+                if *epoch != req.session_epoch {
+                    return refuse(KafkaCode::InvalidFetchSessionEpoch);
+                }
+                *epoch += 1;
+                held.extend(asked);
+                for f in &req.forgotten_topics_data {
+                    for p in f.partitions.as_slice() {
+                        held.remove(p);
+                    }
+                }
+                req.session_id
+            };
+            let held = &self.sessions[&id].1;
+            let partitions = held
+                .iter()
+                .filter(|(_, &offset)| full || offset < LOG_END)
+                .map(|(&p, &offset)| PartitionData {
+                    partition_index: p,
+                    high_watermark: LOG_END,
+                    records: Some(records(p, offset)),
+                    ..Default::default()
+                })
+                .collect();
+            FetchResponse {
+                session_id: id,
+                responses: vec![FetchableTopicResponse {
+                    topic: "t".into(),
+                    partitions,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        }
+    }
+
+    #[test]
+    fn refused_sessions_restart_with_a_full_fetch_and_lose_or_repeat_nothing() {
+        let script = Script::new();
+        script.cluster(&[(0, "b0", 9092)]).topic("t", 3);
+        let errors: HashMap<usize, KafkaCode> = [
+            (3, KafkaCode::FetchSessionIdNotFound),
+            (6, KafkaCode::InvalidFetchSessionEpoch),
+        ]
+        .into();
+        let mut broker = Sessions::default();
+        script.on::<FetchRequest>(move |req, _| Answer::Reply(broker.answer(req, &errors)));
+        let client = script
+            .client(
+                Client::builder()
+                    .bootstrap_servers("b0:9092")
+                    .retry_backoff(Duration::from_secs(5)),
+            )
+            .unwrap();
+        let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new("t", p)).collect();
+        let mut consumer = client
+            .consumer_without_group()
+            .assign(tps.clone())
+            .build()
+            .unwrap();
+        for tp in &tps {
+            consumer.seek(tp, 0).unwrap();
+        }
+        let mut got: Vec<(i32, i64, String)> = Vec::new();
+        // A session error backs off retry.backoff.ms (5 s) if it is taken for a plain error.
+        let deadline = Instant::now() + Duration::from_secs(4);
+        while got.len() < 3 * LOG_END as usize && Instant::now() < deadline {
+            for r in consumer.poll(Duration::from_millis(100)).unwrap().records {
+                let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+                got.push((r.partition, r.offset, value));
+            }
+        }
+        // Nothing more comes.
+        for _ in 0..3 {
+            assert!(consumer
+                .poll(Duration::from_millis(50))
+                .unwrap()
+                .records
+                .is_empty());
+        }
+        let mut want = Vec::new();
+        for p in 0..3 {
+            for o in 0..LOG_END {
+                want.push((p, o, format!("{p}-{o}")));
+            }
+        }
+        let mut sorted = got.clone();
+        sorted.sort();
+        assert_eq!(sorted, want, "every record once: {got:?}");
+        let sent: Vec<(i32, i32, usize)> = script
+            .requests::<FetchRequest>()
+            .iter()
+            .map(|r| {
+                let n = r.topics.iter().map(|t| t.partitions.len()).sum();
+                (r.session_id, r.session_epoch, n)
+            })
+            .collect();
+        assert!(sent.len() >= 8, "{sent:?}");
+        assert_eq!(sent[0], (0, 0, 3), "first: full INITIAL");
+        assert_eq!((sent[1].0, sent[1].1), (1, 1), "{sent:?}");
+        assert_eq!((sent[2].0, sent[2].1), (1, 2), "{sent:?}");
+        assert_eq!(
+            sent[3],
+            (0, 0, 3),
+            "after FETCH_SESSION_ID_NOT_FOUND: INITIAL: {sent:?}"
+        );
+        assert_eq!((sent[4].0, sent[4].1), (2, 1), "{sent:?}");
+        assert_eq!((sent[5].0, sent[5].1), (2, 2), "{sent:?}");
+        assert_eq!(
+            sent[6],
+            (2, 0, 3),
+            "after INVALID_FETCH_SESSION_EPOCH: close and recreate: {sent:?}"
+        );
+        assert_eq!((sent[7].0, sent[7].1), (3, 1), "{sent:?}");
+        consumer.close().unwrap();
     }
 }

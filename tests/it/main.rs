@@ -16,6 +16,7 @@ mod consumer_tests;
 mod demo_tests;
 mod examples_tests;
 mod fetch_ahead_tests;
+mod fetch_session_tests;
 mod group_tests;
 mod group_usability_tests;
 mod harness;

@@ -22,7 +22,7 @@ use super::rng::Rng;
 use super::wire::WireClient;
 use kafka_group::unstable::protocol::messages::api_versions_response::ApiVersion;
 use kafka_group::unstable::protocol::messages::{
-    ApiVersionsRequest, ApiVersionsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ApiVersionsRequest, ApiVersionsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FetchRequest,
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     RequestHeader, ResponseHeader,
 };
@@ -160,6 +160,19 @@ fn broker_table(addr: SocketAddr) -> VersionTable {
     t
 }
 
+/// The session part of one Fetch request, as [`Proxy::record_fetches`] saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchSeen {
+    pub session_id: i32,
+    pub session_epoch: i32,
+    /// Partitions listed in `topics`.
+    pub partitions: usize,
+    /// Partitions listed in `forgotten_topics_data`.
+    pub forgotten: usize,
+    /// The request's size on the wire (header included, size prefix not).
+    pub bytes: usize,
+}
+
 /// A running proxy. Dropping it stops every listener and closes every connection.
 pub struct Proxy {
     inner: Arc<Inner>,
@@ -246,6 +259,17 @@ impl Proxy {
     pub fn delay_api(&self, api: ApiKey, delay: Duration) {
         self.inner.lock_faults().api_delay.insert(api.key(), delay);
         self.inner.faults_changed.notify_all();
+    }
+
+    /// Starts (or, `false`, stops and clears) recording every Fetch request's session id, epoch
+    /// and partition counts ([`Proxy::fetches`]).
+    pub fn record_fetches(&self, on: bool) {
+        self.inner.lock_faults().fetch_log = on.then(Vec::new);
+    }
+
+    /// The Fetch requests recorded since [`Proxy::record_fetches`], in arrival order.
+    pub fn fetches(&self) -> Vec<FetchSeen> {
+        self.inner.lock_faults().fetch_log.clone().unwrap_or_default()
     }
 
     /// How many requests of `api` clients have sent through the proxy so far.
@@ -401,6 +425,8 @@ struct Faults {
     /// The error code of the next `describe_groups_failures` DescribeGroups answers.
     describe_groups_error: i16,
     describe_groups_failures: usize,
+    /// Every Fetch request seen while [`Proxy::record_fetches`] is on.
+    fetch_log: Option<Vec<FetchSeen>>,
 }
 
 #[derive(Default)]
@@ -671,6 +697,11 @@ impl Inner {
             let reset = {
                 let mut faults = self.lock_faults();
                 *faults.seen.entry(api_key).or_default() += 1;
+                if api_key == ApiKey::Fetch.key() {
+                    if let Some(log) = faults.fetch_log.as_mut() {
+                        log.extend(fetch_seen(&frame, version));
+                    }
+                }
                 match faults.reset_on.get_mut(&api_key) {
                     Some(n) if *n > 0 => {
                         *n -= 1;
@@ -1085,6 +1116,24 @@ fn request_prefix(frame: &[u8]) -> Option<(i16, i16, i32)> {
         i16::from_be_bytes([b[2], b[3]]),
         i32::from_be_bytes([b[4], b[5], b[6], b[7]]),
     ))
+}
+
+/// The session fields of a Fetch request frame (`None` if it does not decode).
+fn fetch_seen(frame: &bytes::Bytes, version: i16) -> Option<FetchSeen> {
+    let mut d = Decoder::new(frame);
+    RequestHeader::decode(&mut d, FetchRequest::header_version(version)).ok()?;
+    let req = FetchRequest::decode(&mut d, version).ok()?;
+    Some(FetchSeen {
+        session_id: req.session_id,
+        session_epoch: req.session_epoch,
+        partitions: req.topics.iter().map(|t| t.partitions.len()).sum(),
+        forgotten: req
+            .forgotten_topics_data
+            .iter()
+            .map(|t| t.partitions.as_slice().len())
+            .sum(),
+        bytes: frame.len(),
+    })
 }
 
 /// A Produce request's `acks`, the only request field that decides whether a response comes.
