@@ -547,7 +547,8 @@ impl Consumer {
             return Ok(());
         }
         let mut fetchable = self.positions.fetch_ahead();
-        fetchable.retain(|(tp, _)| !self.workers.in_flight(tp));
+        let busy = self.workers.busy();
+        fetchable.retain(|(tp, _)| !busy.contains(tp));
         if fetchable.is_empty() {
             return Ok(());
         }

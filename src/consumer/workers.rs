@@ -23,7 +23,7 @@ use crate::records::DecodeLimits;
 use crate::wakeup::{Wakeup, WakeupHandle};
 use crate::KafkaCode;
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// One fetch for a leader's thread.
@@ -107,11 +107,14 @@ impl Workers {
         &self.done_rx
     }
 
-    /// Whether `tp` is part of a fetch in flight.
-    pub fn in_flight(&self, tp: &TopicPartition) -> bool {
+    /// Every partition that is part of a fetch in flight, collected in one pass so that a poll
+    /// checking each of its partitions does not scan every fetch's list per partition.
+    pub fn busy(&self) -> HashSet<&TopicPartition> {
         self.workers
             .values()
-            .any(|w| w.busy.as_ref().is_some_and(|b| b.contains(tp)))
+            .filter_map(|w| w.busy.as_ref())
+            .flatten()
+            .collect()
     }
 
     /// Whether any fetch is in flight.
