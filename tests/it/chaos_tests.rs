@@ -69,19 +69,6 @@ fn chaos_phase(compact: Duration) -> Duration {
     phase.max(compact)
 }
 
-/// The newest emulated release a broker of `version` serves: its own line if the table has it.
-fn release_for(version: &str) -> &'static str {
-    let line: Vec<&str> = version.split('.').take(2).collect();
-    let own = format!("kraft-{}", line.join("."));
-    let releases = proxy::releases();
-    releases
-        .iter()
-        .copied()
-        .find(|r| *r == own)
-        .or_else(|| releases.iter().copied().rev().find(|r| r.starts_with("kraft-")))
-        .expect("the version table has KRaft releases")
-}
-
 /// Records which member ran the assignor: the group's leader.
 #[derive(Debug)]
 struct LeaderProbe {
@@ -544,7 +531,7 @@ fn held(members: &[Member]) -> BTreeSet<TopicPartition> {
 #[test]
 fn chaos_during_produce_consume_commit() {
     const PARTITIONS: i32 = 6;
-    let release = release_for(broker::shared().version());
+    let release = proxy::release_for(broker::shared().version());
     let upstream = proxy::upstream_for(release);
     let direct = client(&upstream.to_string());
     let s = Scenario::new(
@@ -604,7 +591,7 @@ fn chaos_during_produce_consume_commit() {
 fn rolling_restart_with_added_partitions() {
     const BEFORE: i32 = 3;
     const AFTER: i32 = 6;
-    let release = release_for(broker::shared().version());
+    let release = proxy::release_for(broker::shared().version());
     let upstream = proxy::upstream_for(release);
     let direct = client(&upstream.to_string());
     let s = Scenario::new("rolling-restart", create_topic(&direct, "chaos-roll", BEFORE, 1));
@@ -693,7 +680,7 @@ fn placeholder() -> Member {
 fn coordinator_and_leader_kill9_under_chaos() {
     const PARTITIONS: i32 = 6;
     let cluster = broker::Cluster::start(3, broker::version_under_test());
-    let release = release_for(cluster.version());
+    let release = proxy::release_for(cluster.version());
     let direct = Client::builder()
         .bootstrap_servers(cluster.bootstrap())
         .client_id("chaos-direct")
@@ -773,7 +760,7 @@ struct Blackholed {
 const BLACKHOLE_PARTITIONS: i32 = 6;
 
 fn blackhole_one(name: &'static str, blackhole: Duration) -> Blackholed {
-    let release = release_for(broker::shared().version());
+    let release = proxy::release_for(broker::shared().version());
     let upstream = proxy::upstream_for(release);
     let direct = client(&upstream.to_string());
     let s = Scenario::new(name, create_topic(&direct, "chaos-bh", BLACKHOLE_PARTITIONS, 1));
@@ -909,7 +896,7 @@ fn blackhole_longer_than_session_rejoins_cleanly() {
 /// whatever is in flight.
 #[test]
 fn close_under_blackhole_is_bounded() {
-    let release = release_for(broker::shared().version());
+    let release = proxy::release_for(broker::shared().version());
     let upstream = proxy::upstream_for(release);
     let direct = client(&upstream.to_string());
     let mut verdicts = Vec::new();

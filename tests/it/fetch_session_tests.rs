@@ -14,16 +14,7 @@ use std::time::{Duration, Instant};
 /// The proxy's release for the shared broker (its own line if the table has it, else the
 /// newest KRaft release).
 fn release() -> &'static str {
-    let version = broker::shared().version();
-    let line: Vec<&str> = version.split('.').take(2).collect();
-    let own = format!("kraft-{}", line.join("."));
-    let releases = proxy::releases();
-    releases
-        .iter()
-        .copied()
-        .find(|r| *r == own)
-        .or_else(|| releases.iter().copied().rev().find(|r| r.starts_with("kraft-")))
-        .expect("the version table has KRaft releases")
+    proxy::release_for(broker::shared().version())
 }
 
 /// A proxy in front of the shared broker (or, for an old `release`, the broker that serves it),

@@ -97,6 +97,20 @@ pub fn releases() -> Vec<&'static str> {
     out
 }
 
+/// The newest emulated release a broker of `version` serves: its own line if the table has it,
+/// else the newest KRaft release.
+pub fn release_for(version: &str) -> &'static str {
+    let line: Vec<&str> = version.split('.').take(2).collect();
+    let own = format!("kraft-{}", line.join("."));
+    let releases = releases();
+    releases
+        .iter()
+        .copied()
+        .find(|r| *r == own)
+        .or_else(|| releases.iter().copied().rev().find(|r| r.starts_with("kraft-")))
+        .expect("the version table has KRaft releases")
+}
+
 /// The API version table of `release`; panics on a release the TSV does not have.
 pub fn table(release: &str) -> VersionTable {
     match tables().get(release) {
