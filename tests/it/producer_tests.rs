@@ -596,6 +596,78 @@ fn idempotent_pipelined_sends_across_a_leader_kill_are_written_once_and_in_order
     }
 }
 
+/// The case idempotence exists for, under a broker kill: the leader has written and replicated
+/// a partition's batches (acks=all) but its answers never reach the producer, because a proxy
+/// holds them when the leader is SIGKILLed and the connections then drop. The producer must send
+/// those batches again to the new leader, which already has them; with idempotence it recognises
+/// their sequence numbers, so the partition reads back once and in order. The test first checks
+/// that the scenario happened (more records in the log than handles answered when the leader
+/// died). With `enable_idempotence(false)` the same run writes the held batches twice (14
+/// records twice in one run, with one batch in flight).
+#[test]
+fn batches_written_by_a_killed_leader_whose_acks_were_lost_are_not_written_twice() {
+    const RECORDS: usize = 3000;
+    let cluster = broker::Cluster::start(3, broker::version_under_test());
+    let direct = client(cluster.bootstrap());
+    let topic = topic(&direct, 1, 3);
+    let victim = direct.cached_metadata().topics[&topic].partitions[0].leader;
+    let release = proxy::release_for(cluster.version());
+    let proxy = Proxy::start(cluster.addr(1), release);
+    for node in cluster.nodes() {
+        proxy.listen_for(cluster.addr(node));
+    }
+    let bootstrap: Vec<String> = proxy.listener_addrs().iter().map(ToString::to_string).collect();
+    let through_proxy = client(&bootstrap.join(","));
+    // Small batches: each Produce request carries about 20 records, 5 of them in flight.
+    let mut producer = through_proxy.producer().batch_size(1024).build().unwrap();
+    let value = |i: usize| format!("{i:05}-{}", "x".repeat(40));
+    // The first records go through unhindered, so that the producer id and the connection to
+    // the leader are in place.
+    let mut handles: Vec<DeliveryHandle> = (0..100)
+        .map(|i| producer.send(ProducerRecord::new(&topic, value(i))).unwrap())
+        .collect();
+    producer.flush().unwrap();
+    proxy.delay_api(ApiKey::Produce, Duration::from_secs(30));
+    for i in 100..RECORDS {
+        handles.push(producer.send(ProducerRecord::new(&topic, value(i))).unwrap());
+    }
+    // Wait until the leader has written some of what the producer has in flight (its answers
+    // held), then a moment more for the rest of the requests in flight.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fetch_all(&direct, &topic, 0).len() <= 100 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let written = fetch_all(&direct, &topic, 0).len();
+    let answered = handles.iter().filter(|h| h.is_done()).count();
+    assert!(
+        written > answered,
+        "the scenario needs written but unanswered records: {written} written, {answered} answered"
+    );
+    eprintln!("{written} records written, {answered} answered when leader {victim} is killed");
+    cluster.kill(victim as usize);
+    proxy.drop_connections();
+    proxy.delay_api(ApiKey::Produce, Duration::ZERO);
+    producer.flush().unwrap();
+    assert!(handles.iter().all(|h| h.try_result().unwrap().is_ok()));
+    let meta = direct.refresh_metadata(Some(&[topic.as_str()])).unwrap();
+    assert_ne!(meta.topics[&topic].partitions[0].leader, victim, "the leader moved");
+    let values: Vec<String> = fetch_all(&direct, &topic, 0)
+        .iter()
+        .map(|r| text(&r.value))
+        .collect();
+    let expected: Vec<String> = (0..RECORDS).map(value).collect();
+    if values != expected {
+        let dups = values.len() - values.iter().collect::<BTreeSet<_>>().len();
+        let first_off = values.iter().zip(&expected).position(|(a, b)| a != b);
+        panic!(
+            "{} records read for {RECORDS} sent, {dups} duplicated, first out of place at \
+             {first_off:?} ({written} written and {answered} answered when the leader died)",
+            values.len()
+        );
+    }
+}
+
 #[test]
 fn pre_0_11_brokers_get_legacy_message_sets() {
     let proxy = Proxy::start(broker::shared_legacy(), "zk-0.10.0");
