@@ -651,7 +651,10 @@ fn batches_written_by_a_killed_leader_whose_acks_were_lost_are_not_written_twice
     producer.flush().unwrap();
     assert!(handles.iter().all(|h| h.try_result().unwrap().is_ok()));
     let meta = direct.refresh_metadata(Some(&[topic.as_str()])).unwrap();
-    assert_ne!(meta.topics[&topic].partitions[0].leader, victim, "the leader moved");
+    assert_ne!(
+        meta.topics[&topic].partitions[0].leader, victim,
+        "the leader moved"
+    );
     let values: Vec<String> = fetch_all(&direct, &topic, 0)
         .iter()
         .map(|r| text(&r.value))
