@@ -1,11 +1,12 @@
 //! Generates the protocol codecs and the error-code table into `OUT_DIR`.
 //!
 //! Thin on purpose: which files, rerun triggers, and where to write. Supporting a new API is
-//! adding its two schema files to `SCHEMAS`.
+//! adding its two schema files to `SCHEMAS` (and to `schemas/4.4/` or `schemas/3.9/`).
 
 use std::path::{Path, PathBuf};
 
-/// The schema files the client speaks, unmodified from Kafka 3.9 (see schemas/NOTICE).
+/// The schema files the client speaks. Each is read from every folder of `RELEASES` that has it
+/// and the definitions are merged (schemas/README.md).
 const SCHEMAS: &[&str] = &[
     "RequestHeader.json",
     "ResponseHeader.json",
@@ -57,6 +58,10 @@ const SCHEMAS: &[&str] = &[
     "ConsumerProtocolAssignment.json",
 ];
 
+/// The schema sets under `schemas/`, oldest first: 3.9 for the versions 4.0 dropped, 4.4 for the
+/// versions and APIs 4.x added.
+const RELEASES: &[&str] = &["3.9", "4.4"];
+
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -65,7 +70,9 @@ fn main() {
     println!("cargo:rerun-if-changed=data/kafka-error-codes.tsv");
     println!("cargo:rerun-if-changed=build.rs");
 
-    let messages = kafka_group_codegen::generate(&schemas, SCHEMAS).unwrap_or_else(|e| fail(&e));
+    let dirs: Vec<PathBuf> = RELEASES.iter().map(|r| schemas.join(r)).collect();
+    let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let messages = kafka_group_codegen::generate(&dirs, SCHEMAS).unwrap_or_else(|e| fail(&e));
     write(&out.join("messages.rs"), &messages);
 
     let tsv_path = root.join("data/kafka-error-codes.tsv");

@@ -78,7 +78,7 @@ fn emit_message(out: &mut String, m: &Message, all: &[Message]) {
         out,
         "",
         &format!(
-            "`{}`: the {kind} from `schemas/{}`, and its nested structs.",
+            "`{}`: the {kind} from `schemas/*/{}`, and its nested structs.",
             m.name, m.file
         ),
     );
@@ -88,7 +88,7 @@ fn emit_message(out: &mut String, m: &Message, all: &[Message]) {
     );
     let key = m.api_key.map(|k| format!("API key {k}, ")).unwrap_or_default();
     let summary = format!(
-        "Kafka's `{}` ({key}versions {}, flexible {}). Generated from `schemas/{}`.",
+        "Kafka's `{}` ({key}versions {}, flexible {}). Generated from `schemas/*/{}` (3.9 and 4.4 merged).",
         m.name, m.valid, m.flexible, m.file
     );
     emit_struct(out, m, &m.root, &summary, true);

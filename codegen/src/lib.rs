@@ -1,25 +1,43 @@
 //! kafka-group's code generator: Kafka's JSON message schemas in, Rust codecs out.
 //!
-//! Three stages, each testable on its own: [`schema`] parses the files (comments stripped,
-//! unknown keys rejected), [`model`] lowers them (types checked, version ranges intersected),
+//! Four stages, each testable on its own: [`schema`] parses the files (comments stripped,
+//! unknown keys rejected), [`merge`] combines two releases' files of one message, [`model`] lowers them (types checked, version ranges intersected),
 //! [`emit`] writes Rust. The build script only picks the files and writes `OUT_DIR`.
 
 pub mod emit;
 pub mod error_codes;
+pub mod merge;
 pub mod model;
 pub mod schema;
 pub mod version;
 
 use std::path::Path;
 
-/// Generates the Rust source for the given schema files of `dir`. Messages are emitted sorted
-/// by name so that the output does not depend on the order the caller lists them in.
-pub fn generate(dir: &Path, files: &[&str]) -> Result<String, String> {
+/// Generates the Rust source for the given schema files, each looked up in every directory of
+/// `dirs` (oldest release first) and, where several have it, merged ([`merge`]) so that the
+/// codec covers every version any of them describes. Messages are emitted sorted by name so that
+/// the output does not depend on the order the caller lists them in.
+pub fn generate(dirs: &[&Path], files: &[&str]) -> Result<String, String> {
     let mut messages = Vec::new();
     for file in files {
-        let path = dir.join(file);
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let schema = schema::parse(&text).map_err(|e| format!("{file}: {e}"))?;
+        let mut merged: Option<schema::SchemaFile> = None;
+        for dir in dirs {
+            let path = dir.join(file);
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            };
+            let schema = schema::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            merged = Some(match merged {
+                None => schema,
+                Some(old) => merge::merge(&old, &schema).map_err(|e| format!("{file}: {e}"))?,
+            });
+        }
+        let schema = merged.ok_or_else(|| {
+            let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            format!("{file}: in none of {}", dirs.join(", "))
+        })?;
         messages.push(model::lower(file, &schema)?);
     }
     messages.sort_by(|a, b| a.name.cmp(&b.name));

@@ -6,7 +6,7 @@
 use serde::Deserialize;
 
 /// One schema file: a request, response, header or data message.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SchemaFile {
     /// The API key, for requests and responses.
@@ -33,7 +33,7 @@ pub struct SchemaFile {
 }
 
 /// A struct declared in `commonStructs`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StructSpec {
     /// Struct name.
@@ -45,7 +45,7 @@ pub struct StructSpec {
 }
 
 /// One field of a message or struct.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FieldSpec {
     /// Field name in UpperCamelCase.

@@ -22,7 +22,7 @@ fn check_cluster(bootstrap: &str) {
     assert!(client.cached_metadata().brokers.contains_key(&coordinator.id));
     // The connection to the coordinator negotiates the same way.
     let conn = client.connect(&coordinator).unwrap();
-    let ours = ApiKey::Heartbeat.versions();
+    let ours = kafka_group::unstable::versions::ours(ApiKey::Heartbeat, None);
     let theirs = conn.broker_versions()[&ApiKey::Heartbeat.key()];
     assert_eq!(conn.version(ApiKey::Heartbeat).unwrap(), ours.max.min(theirs.max));
 }
@@ -50,7 +50,7 @@ fn version_pick_for_every_release() {
             .unwrap_or_else(|e| panic!("{release}: handshake failed: {e}"));
         let table = proxy::table(release);
         for api in ApiKey::ALL {
-            let ours = api.versions();
+            let ours = kafka_group::unstable::versions::ours(*api, None);
             let picked = conn.version(*api);
             match table.get(&api.key()) {
                 Some(&(min, max)) if min.max(ours.min) <= max.min(ours.max) => {

@@ -49,7 +49,7 @@ fn violation(err: &Error) -> Option<&ProtocolViolation> {
 
 /// The highest ApiVersions version the client has, which it tries first.
 fn ours() -> i16 {
-    ApiKey::ApiVersions.versions().max
+    kafka_group::unstable::versions::implemented(ApiKey::ApiVersions)
 }
 
 #[test]

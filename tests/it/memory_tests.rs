@@ -15,7 +15,9 @@ const CHILD_ENV: &str = "KAFKA_GROUP_BIG_METADATA_CHILD";
 fn peak_growth_within(phase: Phase, limit: f64) {
     crate::support::init_logs();
     let broker = BigMetadata::start(PARTITIONS);
-    let frame = broker.frame_len(kafka_group::ApiKey::Metadata.versions().max);
+    let frame = broker.frame_len(kafka_group::unstable::versions::implemented(
+        kafka_group::ApiKey::Metadata,
+    ));
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",

@@ -143,7 +143,7 @@ pub fn upstream_for(release: &str) -> SocketAddr {
 /// to a broker advertising `release`.
 fn serves(broker: &VersionTable, release: &VersionTable) -> bool {
     ApiKey::ALL.iter().all(|api| {
-        let ours = api.versions();
+        let ours = kafka_group::unstable::versions::ours(*api, None);
         let Some(&(min, max)) = release.get(&api.key()) else {
             return true;
         };
