@@ -15,6 +15,8 @@ pub mod assignment;
 pub mod assignor;
 mod builder;
 mod config;
+#[allow(dead_code)] // issue 17 wires it into the member; until then only its tests use it.
+pub(crate) mod consumer_protocol;
 mod heartbeat;
 mod leader;
 pub mod member;
