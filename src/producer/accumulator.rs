@@ -4,7 +4,7 @@
 
 use super::delivery::{BatchDelivery, DeliveryHandle};
 use super::partitioner::key_partition;
-use super::record::ProducerRecord;
+use super::record::{queued_size, ProducerRecord};
 use super::request::LastError;
 use crate::client::{Metadata, TopicMetadata};
 use crate::error::{Error, Result};
@@ -392,6 +392,59 @@ impl Accumulator {
             .find(|b| b.id == id)
     }
 
+    /// Splits batch `id` of `tp` (of at least two records), which the broker refused as
+    /// `MESSAGE_TOO_LARGE`, into two pieces that take its place in its queue, so they go
+    /// before every later batch of the partition: Java's `splitAndReenqueue`. The pieces are
+    /// new batches (new ids, not in flight, no attempts yet, as Java treats them) that keep
+    /// the batch's creation time, so `delivery.timeout.ms` still counts from the first
+    /// record; its records' handles follow them. Returns the pieces' ids and record counts,
+    /// in order; `None` (nothing changed) for a batch not found or of one record.
+    ///
+    /// Halves rather than Java's `batch.size` pieces: the broker does not say its limit
+    /// (`max.message.bytes` of the topic), and pieces of `batch.size` would be refused again
+    /// for ever when `batch.size` is above it, the very case that needs splitting. Halving by
+    /// estimated bytes needs no limit, reaches pieces small enough within log2(records)
+    /// refusals, and leaves a record too large on its own alone in its piece, to fail alone.
+    pub(super) fn split(&mut self, tp: &TopicPartition, id: u64) -> Option<[(u64, usize); 2]> {
+        let queue = self.topics.get_mut(&tp.topic)?.queues.get_mut(&tp.partition)?;
+        let at = queue.iter().position(|b| b.id == id)?;
+        if queue[at].records.len() < 2 {
+            return None;
+        }
+        let mut whole = queue.remove(at)?;
+        let sizes: Vec<usize> = whole.records.iter().map(queued_size).collect();
+        let k = split_point(&sizes);
+        let second_records = whole.records.split_off(k);
+        let first_bytes: usize = sizes[..k].iter().sum();
+        // The pieces hold exactly what the whole held of buffer.memory, estimate or not.
+        let second_bytes = whole.record_bytes().saturating_sub(first_bytes);
+        let mut pieces = Vec::with_capacity(2);
+        for (records, bytes) in [
+            (std::mem::take(&mut whole.records), first_bytes),
+            (second_records, second_bytes),
+        ] {
+            self.next_id += 1;
+            let mut piece = Batch::new(tp.clone(), self.next_id, whole.created);
+            piece.records = records;
+            piece.bytes += bytes;
+            // Sent as they are: nothing may join a piece of a batch already sent.
+            piece.closed = true;
+            pieces.push(piece);
+        }
+        let ids = [
+            (pieces[0].id, pieces[0].records.len()),
+            (pieces[1].id, pieces[1].records.len()),
+        ];
+        whole.delivery.split(vec![
+            (0, Arc::clone(&pieces[0].delivery)),
+            (k as u32, Arc::clone(&pieces[1].delivery)),
+        ]);
+        for piece in pieces.into_iter().rev() {
+            queue.insert(at, piece);
+        }
+        Some(ids)
+    }
+
     /// Removes the batch `id` of `tp` (acknowledged or failed for good).
     pub(super) fn remove(&mut self, tp: &TopicPartition, id: u64) -> Option<Batch> {
         let queues = &mut self.topics.get_mut(&tp.topic)?.queues;
@@ -453,6 +506,19 @@ impl Accumulator {
     pub(super) fn next_expiry(&self, timeout: Duration) -> Option<Instant> {
         self.oldest().map(|o| crate::deadline::at(o, timeout))
     }
+}
+
+/// How many of a batch's records (estimated `sizes`, at least two) go to the first of its two
+/// pieces: the fewest whose bytes reach half the batch's, but at least one and leaving one.
+pub(super) fn split_point(sizes: &[usize]) -> usize {
+    let total: usize = sizes.iter().sum();
+    let mut sum = 0;
+    let mut k = 0;
+    while k < sizes.len() && sum * 2 < total {
+        sum += sizes[k];
+        k += 1;
+    }
+    k.clamp(1, sizes.len().saturating_sub(1).max(1))
 }
 
 /// Picks (and remembers) the next partition for keyless records: round robin over the
@@ -843,6 +909,96 @@ mod tests {
         assert_eq!((acc.pending, acc.buffered), (1, one));
         let waiting = acc.drain_waiting();
         assert_eq!(waiting.len(), 1);
+        assert_eq!((acc.pending, acc.buffered), (0, 0));
+    }
+
+    #[test]
+    fn the_split_point_halves_the_bytes_and_leaves_a_record_on_each_side() {
+        assert_eq!(split_point(&[10, 10, 10, 10]), 2);
+        assert_eq!(split_point(&[10, 10, 10]), 2);
+        assert_eq!(split_point(&[10, 10]), 1);
+        // A large record goes alone, or with the small ones before it, never all in one.
+        assert_eq!(split_point(&[1000, 1, 1]), 1);
+        assert_eq!(split_point(&[1, 1, 1000]), 2);
+        assert_eq!(split_point(&[1, 1000, 1]), 2);
+        assert_eq!(split_point(&[1, 1000]), 1);
+    }
+
+    /// A batch refused as too large becomes two pieces in its place, ahead of the later
+    /// batches, with its records, bytes and creation time, ready to send at once; its handles
+    /// follow the pieces, split again or not.
+    #[test]
+    fn a_split_batch_is_replaced_in_its_queue_by_its_two_halves() {
+        let mut acc = acc_with("t", &[1], 61 + 5 * 31);
+        let tp = TopicPartition::new("t", 0);
+        let r = |v: &'static str| rec("t", None, v).partition(0);
+        let mut handles = Vec::new();
+        for v in [
+            "0000000000",
+            "1111111111",
+            "2222222222",
+            "3333333333",
+            "4444444444",
+            "5555555555",
+        ] {
+            let size = r(v).size();
+            handles.push(acc.append(r(v), size, Instant::now()).unwrap().2);
+        }
+        let (pending, buffered) = (acc.pending, acc.buffered);
+        let due = Ready {
+            linger: Duration::ZERO,
+            all: true,
+        };
+        let taken = acc.take_ready(1, Instant::now(), due, 1).0;
+        assert_eq!(ids(&taken), vec![(tp.clone(), 5)]);
+        let whole = taken[0].id;
+        let created = acc.topics["t"].queues[&0][0].created;
+        let later = acc.topics["t"].queues[&0][1].id;
+        // Equal records: the first piece takes the three that reach half the bytes.
+        let [(a, 3), (b, 2)] = acc.split(&tp, whole).unwrap() else {
+            panic!("not halves")
+        };
+        assert!(acc.batch_mut(&tp, whole).is_none());
+        let q = &acc.topics["t"].queues[&0];
+        assert_eq!(q.iter().map(|b| b.id).collect::<Vec<_>>(), vec![a, b, later]);
+        for piece in [&q[0], &q[1]] {
+            assert!(
+                piece.closed && !piece.in_flight && piece.attempts == 0,
+                "{piece:?}"
+            );
+            assert_eq!(
+                (piece.created, piece.stamp, &piece.encoded),
+                (created, None, &None)
+            );
+        }
+        assert_eq!((q[0].record_bytes(), q[1].record_bytes()), (3 * 31, 2 * 31));
+        // The records stay pending and hold the same buffer.memory.
+        assert_eq!((acc.pending, acc.buffered), (pending, buffered));
+        // The first piece goes next, ahead of the later batch.
+        let again = acc.take_ready(1, Instant::now(), due, 1).0;
+        assert_eq!(ids(&again), vec![(tp.clone(), 3)]);
+        assert_eq!(again[0].records[2].value, Some(Bytes::from_static(b"2222222222")));
+        // A piece splits again; one record does not.
+        let [(b1, 1), (b2, 1)] = acc.split(&tp, b).unwrap() else {
+            panic!()
+        };
+        let [(a1, 2), (a2, 1)] = acc.split(&tp, a).unwrap() else {
+            panic!()
+        };
+        assert!(acc.split(&tp, b1).is_none());
+        assert!(acc.split(&tp, 999).is_none());
+        let pieces: Vec<u64> = acc.topics["t"].queues[&0].iter().map(|b| b.id).collect();
+        assert_eq!(pieces, vec![a1, a2, b1, b2, later]);
+        // Each handle reads its result from its own piece.
+        let offsets = [(a1, 10), (a2, 20), (b1, 30), (b2, 40), (later, 50)];
+        for (id, offset) in offsets {
+            acc.remove(&tp, id).unwrap().delivery.acked(offset, -1);
+        }
+        let got: Vec<Option<i64>> = handles
+            .iter()
+            .map(|h| h.try_result().unwrap().unwrap().offset)
+            .collect();
+        assert_eq!(got, [Some(10), Some(11), Some(20), Some(30), Some(40), Some(50)]);
         assert_eq!((acc.pending, acc.buffered), (0, 0));
     }
 

@@ -457,8 +457,12 @@ fn number(st: &mut State, taken: Vec<Taken>) -> Vec<Taken> {
 /// What one partition's answer means for batch `b`: read by the sequence state with
 /// idempotence, else by the error table alone.
 fn outcome(st: &mut State, b: &Sent, a: Answer) -> Outcome {
+    let records = st
+        .acc
+        .batch_mut(&b.tp, b.id)
+        .map_or(0, |batch| batch.records.len());
     let (Some(seq), Some(stamp)) = (st.seq.as_mut(), b.stamp) else {
-        return a.outcome(&b.tp);
+        return a.outcome(&b.tp, records);
     };
     let answer = PartitionAnswer {
         code: a.code,
@@ -474,9 +478,10 @@ fn outcome(st: &mut State, b: &Sent, a: Answer) -> Outcome {
             refresh: a.code.needs_metadata_refresh(),
             error: LastError::Code(a.code, a.message),
         },
+        Action::Split => Outcome::Split(produce_error(&b.tp, a.code, a.message)),
         Action::Fail { .. } | Action::Fatal => Outcome::Failed(produce_error(&b.tp, a.code, a.message)),
         // Not tracked any more (given up on): the table alone decides.
-        Action::Stale => a.outcome(&b.tp),
+        Action::Stale => a.outcome(&b.tp, records),
     }
 }
 

@@ -6,6 +6,11 @@
 //! for good, and a handle is that batch plus the record's index in it (its offset is the
 //! batch's base offset plus the index).
 //!
+//! A batch the broker refused as too large is split into pieces (`Accumulator::split`): its
+//! shared result is then settled once as `Settled::Split`, naming the pieces, and a handle
+//! follows it to the piece that holds its record and to its index there, so each record still
+//! gets the offset it was written at, and a handle still costs no more than before.
+//!
 //! [`Producer::send`]: super::Producer::send
 
 use crate::error::Error;
@@ -65,7 +70,22 @@ impl DeliveryHandle {
 
     /// Whether the record has its result (Java's `Future::isDone`).
     pub fn is_done(&self) -> bool {
-        self.batch.settled.get().is_some()
+        self.leaf().0.settled.get().is_some()
+    }
+
+    /// The batch that holds the record now, and its index there: its own batch, or the piece
+    /// of it that the record went to when the batch was split (pieces split again included).
+    fn leaf(&self) -> (&Arc<BatchDelivery>, u32) {
+        let (mut batch, mut index) = (&self.batch, self.index);
+        while let Some(Settled::Split(pieces)) = batch.settled.get() {
+            // Pieces start at increasing indices, the first at 0.
+            let Some((start, piece)) = pieces.iter().rev().find(|(start, _)| *start <= index) else {
+                break;
+            };
+            index -= start;
+            batch = piece;
+        }
+        (batch, index)
     }
 
     /// Waits for the record's result (Java's `Future::get`): see
@@ -84,38 +104,49 @@ impl DeliveryHandle {
     /// result is not there by then (Java's `Future::get(timeout)` throwing `TimeoutException`).
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<RecordMetadata, Arc<Error>>> {
         let deadline = crate::deadline::after(timeout);
-        let mut settled = crate::client::lock(&self.batch.wait_lock);
-        while !*settled {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+        loop {
+            let (batch, _) = self.leaf();
+            let mut settled = crate::client::lock(&batch.wait_lock);
+            while !*settled {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return self.try_result();
+                }
+                settled = match batch.wait_cv.wait_timeout(settled, left) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                };
             }
-            settled = match self.batch.wait_cv.wait_timeout(settled, left) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
+            drop(settled);
+            // Split: the record's result is its piece's, to wait for in turn.
+            if !matches!(batch.settled.get(), Some(Settled::Split(_))) {
+                return self.try_result();
+            }
         }
-        drop(settled);
-        self.try_result()
     }
 
     /// The record's result: `None` while its batch is pending; else the record's metadata, or
     /// the error its batch failed with for good (shared by every record of the batch, hence
-    /// the `Arc`): the broker's refusal (`MESSAGE_TOO_LARGE`, `TOPIC_AUTHORIZATION_FAILED` as
+    /// the `Arc`; a batch the broker refused as too large is split first, so
+    /// `MESSAGE_TOO_LARGE` is only ever a record's own): the broker's refusal
+    /// (`MESSAGE_TOO_LARGE`, `TOPIC_AUTHORIZATION_FAILED` as
     /// [`Error::Authorization`] …), retries exhausted or `delivery.timeout.ms` passed
     /// ([`Error::Timeout`] keeping the last error), or [`Error::Closed`] when the producer was
     /// dropped first. Java's `Future::get` after `isDone`; rdkafka's delivery report.
     pub fn try_result(&self) -> Option<Result<RecordMetadata, Arc<Error>>> {
-        Some(match self.batch.settled.get()? {
+        let (batch, index) = self.leaf();
+        Some(match batch.settled.get()? {
+            // Not a leaf only if a split named no piece for the record, which `split` prevents.
+            Settled::Split(_) => return None,
             Settled::Acked {
                 base_offset,
                 log_append_time,
             } => {
-                let tp = &self.batch.partition;
+                let tp = &batch.partition;
                 Ok(RecordMetadata {
                     topic: tp.topic.clone(),
                     partition: tp.partition,
-                    offset: (*base_offset >= 0).then(|| base_offset + i64::from(self.index)),
+                    offset: (*base_offset >= 0).then(|| base_offset + i64::from(index)),
                     timestamp: if *log_append_time >= 0 {
                         *log_append_time
                     } else {
@@ -139,6 +170,9 @@ enum Settled {
         log_append_time: i64,
     },
     Failed(Arc<Error>),
+    /// Split into pieces, each with its own result: the index of its first record here, and
+    /// the piece, in record order; the first starts at 0.
+    Split(Vec<(u32, Arc<BatchDelivery>)>),
 }
 
 /// The result every record of one batch shares.
@@ -188,6 +222,18 @@ impl BatchDelivery {
     /// The batch failed for good with `e`; the first result set wins.
     pub(super) fn failed(&self, e: Arc<Error>) {
         let _ = self.settled.set(Settled::Failed(e));
+        self.wake();
+    }
+
+    /// The batch was split: its records `start..` (up to the next piece's start) went to
+    /// each piece, in order, the first piece starting at 0. Wakes the handles, which then wait
+    /// for their piece. Does nothing to a batch already settled.
+    pub(super) fn split(&self, pieces: Vec<(u32, Arc<BatchDelivery>)>) {
+        // Every index must have a piece, or a handle would have nothing to wait for.
+        if pieces.first().map(|(start, _)| *start) != Some(0) {
+            return;
+        }
+        let _ = self.settled.set(Settled::Split(pieces));
         self.wake();
     }
 
@@ -247,6 +293,58 @@ mod tests {
         let m = h.try_result().unwrap().unwrap();
         assert_eq!(m.offset, None, "acks=0: no offset");
         assert_eq!((m.timestamp, m.log_append_time), (123_456, true));
+    }
+
+    /// A split batch's handles find their records in its pieces (split again too), each with
+    /// its own result, and a handle waiting across the split gets its piece's.
+    #[test]
+    fn handles_of_a_split_batch_follow_their_records_to_the_pieces() {
+        let tp = TopicPartition::new("t", 0);
+        let whole = BatchDelivery::new(tp.clone());
+        let handles: Vec<_> = (0..5).map(|i| whole.handle(i, i64::from(i))).collect();
+        let (first, second) = (BatchDelivery::new(tp.clone()), BatchDelivery::new(tp.clone()));
+        let waiter = {
+            let h = handles[4].clone();
+            std::thread::spawn(move || h.wait())
+        };
+        whole.split(vec![(0, Arc::clone(&first)), (2, Arc::clone(&second))]);
+        assert!(whole.is_settled(), "a split batch is not failed when dropped");
+        assert!(handles.iter().all(|h| !h.is_done() && h.try_result().is_none()));
+        // The second piece (records 2, 3, 4) splits again at its record 1.
+        let (left, right) = (BatchDelivery::new(tp.clone()), BatchDelivery::new(tp.clone()));
+        second.split(vec![(0, Arc::clone(&left)), (1, Arc::clone(&right))]);
+        first.acked(100, -1);
+        right.acked(300, -1);
+        assert!(handles[0].is_done() && handles[1].is_done() && !handles[2].is_done());
+        let too_large = Arc::new(Error::Kafka {
+            api: crate::ApiKey::Produce,
+            code: KafkaCode::MessageTooLarge,
+            message: None,
+        });
+        left.failed(Arc::clone(&too_large));
+        let offsets: Vec<_> = handles
+            .iter()
+            .map(|h| h.try_result().unwrap().ok().map(|m| (m.offset, m.timestamp)))
+            .collect();
+        assert_eq!(
+            offsets,
+            [
+                Some((Some(100), 0)),
+                Some((Some(101), 1)),
+                None,
+                Some((Some(300), 3)),
+                Some((Some(301), 4))
+            ]
+        );
+        assert!(Arc::ptr_eq(
+            &handles[2].try_result().unwrap().unwrap_err(),
+            &too_large
+        ));
+        assert_eq!(waiter.join().unwrap().unwrap().offset, Some(301));
+        // A split naming no piece for the first records is ignored: they would wait for ever.
+        let odd = BatchDelivery::new(tp.clone());
+        odd.split(vec![(1, BatchDelivery::new(tp))]);
+        assert!(!odd.is_settled());
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //!    earlier one is written, which is what keeps order with up to 5 requests in flight.
 //! 5. **Answers** ([`Sequences::on_answer`], applying the table [`on_partition_answer`]): each
 //!    Produce partition answer completes, retries or fails its batch, and may ask for an epoch
-//!    bump when the broker's view of the sequence has a gap or was lost.
+//!    bump when the broker's view of the sequence has a gap or was lost. A batch refused as
+//!    too large is split instead ([`Sequences::split`]): its pieces take its sequence range,
+//!    so no gap opens and nothing is bumped.
 //! 6. **Epoch bump** ([`Sequences::bump_epoch`], when [`Sequences::bump_required`]): as
 //!    Java's client does since Kafka 2.5 (KIP-360), an idempotent producer bumps its epoch
 //!    locally: its producer id is its own, and a broker of any version accepts a higher epoch
@@ -369,6 +371,10 @@ pub(crate) enum Action {
         /// An epoch bump was asked for.
         bump: bool,
     },
+    /// The batch was refused as too large (`MESSAGE_TOO_LARGE`) and has more than one record:
+    /// not written, so split it and send the pieces in its place ([`Sequences::split`] gives
+    /// them its sequences). Its entry stays until then.
+    Split,
     /// The producer cannot go on (authorization, fencing of a transactional producer, a
     /// version the broker refuses): fail every batch with the answer's code.
     Fatal,
@@ -393,6 +399,7 @@ pub(crate) enum Action {
 /// | OUT_OF_ORDER_SEQUENCE_NUMBER | the next one: a real gap | RetryAfterBump |
 /// | INVALID_PRODUCER_EPOCH | sequence reset by a bump (an old-epoch echo) | Retry |
 /// | INVALID_PRODUCER_EPOCH, PRODUCER_FENCED | | Fail + bump |
+/// | MESSAGE_TOO_LARGE | more than one record | Split (the pieces take its sequences) |
 /// | CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION | | Fatal |
 /// | any retriable code | | Retry (same sequence: the broker refuses later ones until it is written) |
 /// | any other code | | Fail + bump (its sequences would leave a gap) |
@@ -444,6 +451,8 @@ pub(crate) fn on_partition_answer(
         KafkaCode::InvalidProducerEpoch | KafkaCode::ProducerFenced if transactional => Action::Fatal,
         KafkaCode::InvalidProducerEpoch if batch.sequence_reset => Action::Retry,
         KafkaCode::InvalidProducerEpoch | KafkaCode::ProducerFenced => Action::Fail { bump: true },
+        // Java's Sender splits too, transactional or not; one record alone fails (below).
+        KafkaCode::MessageTooLarge if batch.record_count > 1 => Action::Split,
         KafkaCode::ClusterAuthorizationFailed
         | KafkaCode::TransactionalIdAuthorizationFailed
         | KafkaCode::UnsupportedVersion => Action::Fatal,
@@ -733,7 +742,7 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
                 p.acknowledge(&b, base_offset);
                 bump = p.settle();
             }
-            Action::Retry | Action::Fatal | Action::Stale => {}
+            Action::Retry | Action::Split | Action::Fatal | Action::Stale => {}
             Action::RetryAfterBump => bump = true,
             Action::Fail { bump: gap } => {
                 p.in_flight.remove(at);
@@ -744,6 +753,50 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
             self.bump_for.insert(tp.clone());
         }
         action
+    }
+
+    /// Batch `id` of `tp`, refused as too large ([`Action::Split`]), was split into `pieces`
+    /// (their ids and record counts, in record order): they take its place and its sequence
+    /// range, the first its base sequence and each the next after the one before, as Java's
+    /// `ProducerBatch.split` numbers them. Returns their header values, in order; `None`
+    /// (nothing changed) if the batch is not tracked or the counts do not add up to its.
+    ///
+    /// Why its range and not a bump: `MESSAGE_TOO_LARGE` means nothing of the batch was
+    /// appended, so the broker still expects its base sequence, and the batches in flight
+    /// after it keep theirs (the broker refuses them as out of order until the pieces are
+    /// written, and the table retries them, as it does for any batch behind a pending one).
+    /// The partition's sequence stays gap-free under the same epoch. [`Sequences::resend`]
+    /// sends the pieces and those batches one after the other, in sequence order.
+    pub(crate) fn split(&mut self, tp: &K, id: u64, pieces: &[(u64, i32)]) -> Option<Vec<BatchProducer>> {
+        let p = self.partitions.get_mut(tp)?;
+        let at = p.in_flight.iter().position(|b| b.id == id)?;
+        let whole = p.in_flight[at];
+        let total: i64 = pieces.iter().map(|(_, n)| i64::from(*n)).sum();
+        if pieces.iter().any(|(_, n)| *n < 1) || total != i64::from(whole.record_count) {
+            return None;
+        }
+        let mut seq = whole.stamp.base_sequence;
+        let mut stamps = Vec::with_capacity(pieces.len());
+        let entries: Vec<InFlight> = pieces
+            .iter()
+            .map(|&(id, record_count)| {
+                let stamp = BatchProducer {
+                    base_sequence: seq,
+                    ..whole.stamp
+                };
+                seq = next_sequence(seq, record_count);
+                stamps.push(stamp);
+                InFlight {
+                    id,
+                    stamp,
+                    record_count,
+                    // They stand for the batch in every respect, a renumbering by a bump too.
+                    reset: whole.reset,
+                }
+            })
+            .collect();
+        p.in_flight.splice(at..=at, entries);
+        Some(stamps)
     }
 
     /// The caller gave up on batch `id` of `tp` (delivery timeout, retries exhausted) after
@@ -1087,11 +1140,16 @@ mod tests {
 
     #[test]
     fn row_other_codes_fail_and_bump() {
-        for code in [
-            KafkaCode::MessageTooLarge,
-            KafkaCode::InvalidRecord,
-            KafkaCode::TopicAuthorizationFailed,
-        ] {
+        // MESSAGE_TOO_LARGE fails a batch of one record; a larger one is split (its own row).
+        let one = AnsweredBatch {
+            record_count: 1,
+            ..batch(5)
+        };
+        assert_eq!(
+            table(acked(4), one, answer(KafkaCode::MessageTooLarge)),
+            Action::Fail { bump: true }
+        );
+        for code in [KafkaCode::InvalidRecord, KafkaCode::TopicAuthorizationFailed] {
             assert_eq!(
                 table(acked(4), batch(5), answer(code)),
                 Action::Fail { bump: true },
@@ -1294,10 +1352,149 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_batch_leaves_a_gap_that_bumps() {
+    fn row_message_too_large_splits_a_batch_of_more_than_one_record() {
+        for b in [
+            batch(5),
+            AnsweredBatch {
+                record_count: 2,
+                ..batch(5)
+            },
+        ] {
+            assert_eq!(
+                table(acked(4), b, answer(KafkaCode::MessageTooLarge)),
+                Action::Split
+            );
+            // Transactional too, as Java's Sender splits whatever the producer.
+            assert_eq!(
+                on_partition_answer(&acked(4), &b, &answer(KafkaCode::MessageTooLarge), true),
+                Action::Split
+            );
+        }
+    }
+
+    /// A batch refused as too large with two batches in flight after it: its pieces take its
+    /// sequences (no bump), the batches after it keep theirs, and everything goes out in
+    /// sequence order, the later batches' out-of-order refusals retried.
+    #[test]
+    fn a_split_batch_gives_its_sequences_to_its_pieces_and_the_later_batches_keep_theirs() {
         let mut s = Sequences::new();
         s.set_producer(P);
         let a = s.next_batch(&"t-0", 1, 3).unwrap();
+        let ok = |off| PartitionAnswer {
+            base_offset: off,
+            ..answer(KafkaCode::None)
+        };
+        s.on_answer(&"t-0", 1, a, &ok(0));
+        let big = s.next_batch(&"t-0", 2, 5).unwrap();
+        let after = s.next_batch(&"t-0", 3, 2).unwrap();
+        let later = s.next_batch(&"t-0", 4, 1).unwrap();
+        assert_eq!([big, after, later].map(|b| b.base_sequence), [3, 8, 10]);
+        assert_eq!(
+            s.on_answer(&"t-0", 2, big, &answer(KafkaCode::MessageTooLarge)),
+            Action::Split
+        );
+        // Waiting for its pieces: nothing changed yet, nothing to bump.
+        assert_eq!(s.in_flight(&"t-0"), 3);
+        assert!(!s.bump_required());
+        // Counts that are not the batch's change nothing.
+        assert_eq!(s.split(&"t-0", 2, &[(5, 2), (6, 2)]), None);
+        assert_eq!(s.split(&"t-0", 2, &[(5, 5), (6, 0)]), None);
+        assert_eq!(s.split(&"t-0", 9, &[(5, 1)]), None);
+        assert_eq!(s.in_flight(&"t-0"), 3);
+        let stamps = s.split(&"t-0", 2, &[(5, 2), (6, 3)]).unwrap();
+        assert_eq!(stamps, vec![P.batch(3), P.batch(5)]);
+        assert_eq!(s.in_flight(&"t-0"), 4);
+        assert_eq!(s.resend(&"t-0", 2), Resend::Unknown);
+        // In sequence order: the first piece, then each after the one before is answered.
+        assert_eq!(s.resend(&"t-0", 5), Resend::Now(P.batch(3)));
+        assert_eq!(s.resend(&"t-0", 6), Resend::Wait);
+        assert_eq!(s.resend(&"t-0", 3), Resend::Wait);
+        // The batches after it were refused as out of order (3 was never written): retried
+        // with their sequences, not a gap.
+        for (id, sent) in [(3, after), (4, later)] {
+            assert_eq!(
+                s.on_answer(&"t-0", id, sent, &answer(KafkaCode::OutOfOrderSequenceNumber)),
+                Action::Retry
+            );
+        }
+        assert!(!s.bump_required());
+        // A piece can be split again, within its own range.
+        assert_eq!(
+            s.on_answer(&"t-0", 6, P.batch(5), &answer(KafkaCode::MessageTooLarge)),
+            Action::Split
+        );
+        assert_eq!(
+            s.split(&"t-0", 6, &[(7, 1), (8, 2)]).unwrap(),
+            vec![P.batch(5), P.batch(6)]
+        );
+        let mut offset = 3;
+        for (id, stamp, count) in [
+            (5, P.batch(3), 2),
+            (7, P.batch(5), 1),
+            (8, P.batch(6), 2),
+            (3, after, 2),
+            (4, later, 1),
+        ] {
+            assert_eq!(s.resend(&"t-0", id), Resend::Now(stamp), "batch {id}");
+            assert_eq!(
+                s.on_answer(&"t-0", id, stamp, &ok(offset)),
+                Action::Complete {
+                    base_offset: Some(offset)
+                }
+            );
+            offset += count;
+        }
+        let v = s.view(&"t-0").unwrap();
+        assert_eq!((v.last_acked_sequence, v.last_acked_offset), (Some(10), Some(10)));
+        assert_eq!(s.in_flight(&"t-0"), 0);
+        assert!(!s.bump_required());
+        assert_eq!(s.next_batch(&"t-0", 9, 1).unwrap(), P.batch(11));
+    }
+
+    /// Pieces of a batch renumbered by a bump take its new numbering, and are renumbered
+    /// with the others by a later bump.
+    #[test]
+    fn pieces_follow_the_numbering_of_their_batch_across_bumps() {
+        let mut s = Sequences::new();
+        s.set_producer(P);
+        let a = s.next_batch(&"t-0", 1, 1).unwrap();
+        let b = s.next_batch(&"t-0", 2, 4).unwrap();
+        s.on_answer(&"t-0", 1, a, &answer(KafkaCode::UnknownProducerId));
+        let Bump::Bumped { producer, .. } = s.bump_epoch() else {
+            panic!()
+        };
+        // The old attempt of b answers after the bump: its pieces take b's new range.
+        assert_eq!(
+            s.on_answer(&"t-0", 2, b, &answer(KafkaCode::MessageTooLarge)),
+            Action::Split
+        );
+        assert_eq!(
+            s.split(&"t-0", 2, &[(3, 2), (4, 2)]).unwrap(),
+            vec![producer.batch(1), producer.batch(3)]
+        );
+        // A piece's single record too large: failed, a gap, bumped; the rest renumbered.
+        assert_eq!(s.resend(&"t-0", 1), Resend::Now(producer.batch(0)));
+        s.on_answer(&"t-0", 1, producer.batch(0), &answer(KafkaCode::None));
+        let one = s.split(&"t-0", 3, &[(5, 1), (6, 1)]).unwrap();
+        assert_eq!(
+            s.on_answer(&"t-0", 5, one[0], &answer(KafkaCode::MessageTooLarge)),
+            Action::Fail { bump: true }
+        );
+        let Bump::Bumped { producer: next, .. } = s.bump_epoch() else {
+            panic!()
+        };
+        assert_eq!(s.resend(&"t-0", 6), Resend::Now(next.batch(0)));
+        assert_eq!(s.resend(&"t-0", 4), Resend::Wait);
+        s.on_answer(&"t-0", 6, next.batch(0), &answer(KafkaCode::None));
+        assert_eq!(s.resend(&"t-0", 4), Resend::Now(next.batch(1)));
+    }
+
+    #[test]
+    fn a_failed_batch_leaves_a_gap_that_bumps() {
+        let mut s = Sequences::new();
+        s.set_producer(P);
+        // One record: too large on its own, it fails (a larger batch would be split).
+        let a = s.next_batch(&"t-0", 1, 1).unwrap();
         s.next_batch(&"t-0", 2, 3).unwrap();
         assert_eq!(
             s.on_answer(&"t-0", 1, a, &answer(KafkaCode::MessageTooLarge)),

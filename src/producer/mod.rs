@@ -2,7 +2,8 @@
 //!
 //! Inside, one file a job: `record` ([`ProducerRecord`], [`Acks`]), `partitioner` (murmur2),
 //! `config` and `builder` (settings, checked before any network call), `accumulator` (pending
-//! batches per partition, sticky partitions, which batches are due; pure), `delivery` (each
+//! batches per partition, sticky partitions, which batches are due, splitting one the broker
+//! refused as too large; pure), `delivery` (each
 //! record's [`DeliveryHandle`], one shared result per batch), `request` (Produce requests
 //! packed below `max.request.size` and answers read per partition; pure), `state` (what the
 //! caller and the threads share, and how an answer settles a batch), `sender` (the background
@@ -81,7 +82,13 @@ impl Client {
 /// `Future<RecordMetadata>`, librdkafka's per-message delivery report), which gives the
 /// record's partition, offset and timestamp ([`RecordMetadata`]) once its batch is
 /// acknowledged, or the error its batch failed with for good; [`DeliveryHandle::wait`]
-/// blocks for it. Every record sent before a `flush` has its result when `flush` returns,
+/// blocks for it. A batch of several records that the broker refuses as `MESSAGE_TOO_LARGE`
+/// (its topic's `max.message.bytes` is below it) is split in two and sent again, halves first,
+/// ahead of the partition's later batches, and again while refused, as Java's producer splits
+/// such batches: only a record too large on its own fails with `MESSAGE_TOO_LARGE`, and each
+/// other record gets its own offset, in send order (with idempotence the pieces take the
+/// refused batch's sequence numbers, so the partition's sequence has no gap).
+/// Every record sent before a `flush` has its result when `flush` returns,
 /// and `flush` returns an error ([`Error::Delivery`]) when any record since the previous
 /// `flush` failed, so no failure goes unnoticed by a caller that keeps no handles.
 ///
@@ -457,6 +464,12 @@ mod tests {
     /// Partition 0 is written at offset 100 (LogAppendTime 5555), partition 1 refuses its
     /// batch with MESSAGE_TOO_LARGE.
     fn answer_p0_written_p1_too_large(req: &ProduceRequest) -> ProduceResponse {
+        answer_p0_written_p1_refused(req, KafkaCode::MessageTooLarge)
+    }
+
+    /// Partition 0 is written at offset 100 (LogAppendTime 5555), partition 1 refuses its
+    /// batch with `code`.
+    fn answer_p0_written_p1_refused(req: &ProduceRequest, code: KafkaCode) -> ProduceResponse {
         let responses = req
             .topic_data
             .iter()
@@ -467,11 +480,7 @@ mod tests {
                     .iter()
                     .map(|p| PartitionProduceResponse {
                         index: p.index,
-                        error_code: if p.index == 1 {
-                            KafkaCode::MessageTooLarge.code()
-                        } else {
-                            0
-                        },
+                        error_code: if p.index == 1 { code.code() } else { 0 },
                         base_offset: if p.index == 1 { -1 } else { 100 },
                         log_append_time_ms: if p.index == 1 { -1 } else { 5555 },
                         ..Default::default()
@@ -489,7 +498,11 @@ mod tests {
     #[test]
     fn each_record_gets_its_offset_or_its_batchs_error_and_flush_counts_the_failures() {
         let script = script_with_topic(2);
-        script.on::<ProduceRequest>(|req, _| Answer::Reply(answer_p0_written_p1_too_large(req)));
+        // A refusal of the whole batch that splitting does not address (MESSAGE_TOO_LARGE
+        // would split this batch of two: its own test below).
+        script.on::<ProduceRequest>(|req, _| {
+            Answer::Reply(answer_p0_written_p1_refused(req, KafkaCode::InvalidRecord))
+        });
         let client = scripted_client(&script);
         // A linger longer than the test: only the flush sends.
         let mut p = client
@@ -507,7 +520,7 @@ mod tests {
             Err(Error::Delivery { failed: 2, first }) => first,
             other => panic!("{other:?}"),
         };
-        assert_eq!(first.kafka_code(), Some(KafkaCode::MessageTooLarge));
+        assert_eq!(first.kafka_code(), Some(KafkaCode::InvalidRecord));
         for (i, h) in ok.iter().enumerate() {
             let m = h.try_result().expect("done after flush").unwrap();
             assert_eq!((m.topic.as_str(), m.partition), ("t", 0));
@@ -522,6 +535,136 @@ mod tests {
         // Reported once: the next flush has nothing to report.
         p.send(to(0)).unwrap();
         p.flush().unwrap();
+    }
+
+    /// A scripted broker for partition 0 of `t` that refuses every batch above `limit` bytes
+    /// with MESSAGE_TOO_LARGE (writing none of it) and, for an idempotent batch, one whose
+    /// sequence is not the next it expects with OUT_OF_ORDER_SEQUENCE_NUMBER (a higher epoch
+    /// restarts at 0), as Kafka does; the values it wrote, in offset order, and how many
+    /// batches it refused as out of order.
+    #[allow(clippy::type_complexity)]
+    fn size_limited_log(
+        script: &Script,
+        limit: usize,
+    ) -> (
+        Arc<std::sync::Mutex<Vec<Bytes>>>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let written = Arc::clone(&log);
+        let out_of_order = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let refused = Arc::clone(&out_of_order);
+        let mut expected: Option<(i16, i32)> = None;
+        script.on::<ProduceRequest>(move |req, _| {
+            let mut log = written.lock().unwrap();
+            let bytes = req.topic_data[0].partition_data[0]
+                .records
+                .clone()
+                .unwrap_or_default();
+            let decoded = crate::records::decode(&bytes, &Default::default()).unwrap();
+            let h = decoded.batches[0];
+            // The same epoch continues at the next sequence; a higher one starts at 0.
+            let in_order = h.producer_id < 0
+                || expected.map_or(true, |(epoch, seq)| match epoch.cmp(&h.producer_epoch) {
+                    std::cmp::Ordering::Equal => seq == h.base_sequence,
+                    std::cmp::Ordering::Less => h.base_sequence == 0,
+                    std::cmp::Ordering::Greater => false,
+                });
+            let code = if bytes.len() > limit {
+                KafkaCode::MessageTooLarge
+            } else if !in_order {
+                KafkaCode::OutOfOrderSequenceNumber
+            } else {
+                KafkaCode::None
+            };
+            let base_offset = log.len() as i64;
+            if code == KafkaCode::OutOfOrderSequenceNumber {
+                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if code == KafkaCode::None {
+                if h.producer_id >= 0 {
+                    expected = Some((h.producer_epoch, h.base_sequence + decoded.records.len() as i32));
+                }
+                log.extend(
+                    decoded
+                        .records
+                        .iter()
+                        .map(|r| r.value.clone().unwrap_or_default()),
+                );
+            }
+            Answer::Reply(ProduceResponse {
+                responses: vec![TopicProduceResponse {
+                    name: "t".into(),
+                    partition_responses: vec![PartitionProduceResponse {
+                        index: 0,
+                        error_code: code.code(),
+                        base_offset: if code == KafkaCode::None { base_offset } else { -1 },
+                        log_start_offset: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        });
+        (log, out_of_order)
+    }
+
+    /// A batch refused as too large is split until its pieces fit, so only the record too
+    /// large on its own fails; every other record is written once, in send order, and its
+    /// handle has its offset. With idempotence (several batches in flight behind the refused
+    /// one, the broker checking sequences) and without.
+    #[test]
+    fn a_batch_refused_as_too_large_is_split_and_only_the_record_too_large_alone_fails() {
+        for idempotent in [true, false] {
+            let script = script_with_topic(1);
+            let (log, out_of_order) = size_limited_log(&script, 400);
+            let client = scripted_client(&script);
+            // Batches of about 30 records, each far above the broker's 400 bytes.
+            let mut p = client
+                .producer()
+                .enable_idempotence(idempotent)
+                .batch_size(1000)
+                .linger(Duration::from_secs(3600))
+                .delivery_timeout(Duration::from_secs(7200))
+                .build()
+                .unwrap();
+            let value = |i: usize| Bytes::from(format!("record-{i:04}"));
+            let mut handles = Vec::new();
+            for i in 0..100 {
+                handles.push((
+                    i,
+                    p.send(ProducerRecord::new("t", value(i)).partition(0)).unwrap(),
+                ));
+                if i == 50 {
+                    let big = ProducerRecord::new("t", vec![b'x'; 600]).partition(0);
+                    handles.push((usize::MAX, p.send(big).unwrap()));
+                }
+            }
+            match p.flush() {
+                Err(Error::Delivery { failed: 1, first }) => {
+                    assert_eq!(first.kafka_code(), Some(KafkaCode::MessageTooLarge), "{first}")
+                }
+                other => panic!("idempotent {idempotent}: {other:?}"),
+            }
+            let log = log.lock().unwrap();
+            let values: Vec<Bytes> = (0..100).map(value).collect();
+            assert_eq!(*log, values, "idempotent {idempotent}: written once, in order");
+            for (i, h) in &handles {
+                match h.try_result().expect("done after flush") {
+                    Ok(m) => assert_eq!(m.offset, Some(*i as i64), "record {i}"),
+                    Err(e) => {
+                        assert_eq!(*i, usize::MAX, "record {i}: {e}");
+                        assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge), "{e}");
+                    }
+                }
+            }
+            assert_eq!(p.pending(), 0);
+            // With idempotence, batches pipelined behind a refused one were refused as out of
+            // order and retried with their own sequences; without, one batch is in flight.
+            let out_of_order = out_of_order.load(std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(out_of_order > 0, idempotent, "{out_of_order}");
+        }
     }
 
     #[test]

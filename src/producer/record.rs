@@ -100,14 +100,22 @@ impl ProducerRecord {
     /// An estimate of the record's size in a record batch, for `batch.size` and
     /// `max.request.size`.
     pub(super) fn size(&self) -> usize {
-        let len = |b: &Option<Bytes>| b.as_ref().map_or(0, Bytes::len);
-        RECORD_OVERHEAD
-            + len(&self.key)
-            + len(&self.value)
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| HEADER_OVERHEAD + k.len() + len(v))
-                .sum::<usize>()
+        estimated_size(&self.key, &self.value, &self.headers)
     }
+}
+
+/// [`ProducerRecord::size`] of a record already in a batch (splitting a batch needs it).
+pub(super) fn queued_size(r: &crate::records::NewRecord) -> usize {
+    estimated_size(&r.key, &r.value, &r.headers)
+}
+
+fn estimated_size(key: &Option<Bytes>, value: &Option<Bytes>, headers: &[(String, Option<Bytes>)]) -> usize {
+    let len = |b: &Option<Bytes>| b.as_ref().map_or(0, Bytes::len);
+    RECORD_OVERHEAD
+        + len(key)
+        + len(value)
+        + headers
+            .iter()
+            .map(|(k, v)| HEADER_OVERHEAD + k.len() + len(v))
+            .sum::<usize>()
 }

@@ -152,6 +152,10 @@ pub(super) enum Outcome {
     Retry { refresh: bool, error: LastError },
     /// Failed for good.
     Failed(Error),
+    /// Refused as too large (`MESSAGE_TOO_LARGE`), a batch of more than one record: not
+    /// written, so split it and send the pieces in its place, as Java's `Sender` does; the
+    /// error is for a batch that turns out not to split.
+    Split(Error),
 }
 
 pub(super) fn produce_error(tp: &TopicPartition, code: KafkaCode, message: Option<String>) -> Error {
@@ -201,8 +205,13 @@ pub(super) struct Answer {
 }
 
 impl Answer {
-    /// What the answer means without idempotence.
-    pub(super) fn outcome(self, tp: &TopicPartition) -> Outcome {
+    /// What the answer means without idempotence, for a batch of `records` records: a
+    /// batch too large is split while it has more than one (only a record too large on its
+    /// own fails with `MESSAGE_TOO_LARGE`).
+    pub(super) fn outcome(self, tp: &TopicPartition, records: usize) -> Outcome {
+        if self.code == KafkaCode::MessageTooLarge && records > 1 {
+            return Outcome::Split(produce_error(tp, self.code, self.message));
+        }
         classify(
             tp,
             self.code,
@@ -260,7 +269,7 @@ pub(super) fn outcomes(resp: &ProduceResponse, sent: &[TopicPartition]) -> Vec<O
     answers(resp, sent)
         .into_iter()
         .zip(sent)
-        .map(|(a, tp)| a.map_or_else(left_out, |a| a.outcome(tp)))
+        .map(|(a, tp)| a.map_or_else(left_out, |a| a.outcome(tp, 1)))
         .collect()
 }
 
@@ -439,6 +448,34 @@ mod tests {
                 "{code}"
             );
         }
+    }
+
+    /// Without idempotence, MESSAGE_TOO_LARGE splits a batch of more than one record and fails
+    /// a record alone; other refusals fail the batch whatever its size.
+    #[test]
+    fn message_too_large_splits_a_batch_of_more_than_one_record() {
+        let tp = TopicPartition::new("t", 0);
+        let resp = response(&[
+            ("t", 0, KafkaCode::MessageTooLarge, -1),
+            ("t", 1, KafkaCode::InvalidRecord, -1),
+        ]);
+        let answer = |i: usize| {
+            answers(&resp, &[tp.clone(), TopicPartition::new("t", 1)])[i]
+                .clone()
+                .unwrap()
+        };
+        match answer(0).outcome(&tp, 2) {
+            Outcome::Split(e) => {
+                assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge));
+                assert!(e.to_string().contains("t-0"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match answer(0).outcome(&tp, 1) {
+            Outcome::Failed(e) => assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(answer(1).outcome(&tp, 100), Outcome::Failed(_)));
     }
 
     #[test]

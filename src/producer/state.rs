@@ -162,6 +162,12 @@ impl State {
                 self.fail_batch(tp, id, &failure(e));
                 false
             }
+            Outcome::Split(e) => {
+                if !self.split(tp, id) {
+                    self.fail_batch(tp, id, &failure(e));
+                }
+                false
+            }
             Outcome::Retry { refresh, error } => {
                 let retries = config.retries;
                 let Some(b) = self.acc.batch_mut(tp, id) else {
@@ -187,6 +193,42 @@ impl State {
                 refresh
             }
         }
+    }
+
+    /// Splits batch `id` of `tp`, refused as too large, into two pieces in its place
+    /// ([`Accumulator::split`]), which with idempotence take its sequences
+    /// ([`Sequences::split`]); whether it was split (it has more than one record).
+    fn split(&mut self, tp: &TopicPartition, id: u64) -> bool {
+        let Some(pieces) = self.acc.split(tp, id) else {
+            return false;
+        };
+        log::debug!(
+            "producer: {tp}: a batch of {} records was refused as MESSAGE_TOO_LARGE; \
+             sending it again as {} and {}",
+            pieces[0].1 + pieces[1].1,
+            pieces[0].1,
+            pieces[1].1
+        );
+        let Some(seq) = self.seq.as_mut() else {
+            return true;
+        };
+        let counts = pieces.map(|(id, n)| (id, i32::try_from(n).unwrap_or(i32::MAX)));
+        match seq.split(tp, id, &counts) {
+            Some(stamps) => {
+                for ((piece, _), stamp) in counts.iter().zip(stamps) {
+                    if let Some(b) = self.acc.batch_mut(tp, *piece) {
+                        b.stamp = Some(stamp);
+                    }
+                }
+            }
+            // Not numbered (given up on before its answer came): the pieces are numbered
+            // afresh like any new batch, and the whole's entry, if any, must not hold the
+            // partition for ever.
+            None => {
+                seq.give_up(tp, id);
+            }
+        }
+        true
     }
 
     /// Fails the batches past `delivery.timeout.ms` that are not in flight.

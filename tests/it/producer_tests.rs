@@ -38,10 +38,20 @@ fn topic(client: &Client, partitions: i32, replication: i16) -> String {
 /// Every record of `topic`-`partition` up to the high watermark, read with raw Fetch requests
 /// from the partition's current leader.
 fn fetch_all(client: &Client, topic: &str, partition: i32) -> Vec<Record> {
+    fetch_all_with_batches(client, topic, partition).0
+}
+
+/// [`fetch_all`], with the header of every batch the records came in.
+fn fetch_all_with_batches(
+    client: &Client,
+    topic: &str,
+    partition: i32,
+) -> (Vec<Record>, Vec<records::BatchInfo>) {
     let meta = client.refresh_metadata(Some(&[topic])).unwrap();
     let leader = meta.topics[topic].partitions[partition as usize].leader;
     let mut offset = 0;
     let mut out = Vec::new();
+    let mut batches = Vec::new();
     loop {
         let resp: FetchResponse = client
             .send_to(leader, |version| FetchRequest {
@@ -66,9 +76,10 @@ fn fetch_all(client: &Client, topic: &str, partition: i32) -> Vec<Record> {
         let bytes = p.records.clone().unwrap_or_default();
         let decoded = records::decode(&bytes, &Default::default()).unwrap();
         out.extend(decoded.records.into_iter().filter(|r| r.offset >= offset));
+        batches.extend(decoded.batches.into_iter().filter(|b| b.base_offset >= offset));
         match decoded.next_offset {
             Some(next) if next > offset && next < p.high_watermark => offset = next,
-            _ => return out,
+            _ => return (out, batches),
         }
     }
 }
@@ -769,6 +780,100 @@ fn a_record_too_large_for_its_topic_fails_alone_and_the_others_get_their_offsets
     // The large record took no offset.
     assert_eq!(at(&last), (0, Some(1), Some("last".into())));
     assert_eq!(got[&0].len(), 2);
+}
+
+/// 500 records of 50 bytes and, in the middle, one of 5000, in one flush to a topic whose
+/// `max.message.bytes` is 2000, with the default `batch.size` (256 KiB): the broker refuses the
+/// batches as MESSAGE_TOO_LARGE, the producer splits them until they fit, and only the large
+/// record fails. Every small record is written once, in send order, at consecutive offsets,
+/// which its handle gives; with idempotence, each epoch's batches carry gap-free sequences
+/// from 0 (the large record's failure bumps the epoch). With a `batch_size` of its own
+/// (above the topic's limit, below the records'), several batches are pipelined behind each
+/// refused one and must keep their sequences.
+fn batches_too_large_for_the_topic_are_split(idempotent: bool, batch_size: Option<usize>) {
+    let client = client(broker::shared().bootstrap());
+    let topic = unique_name("prod-split");
+    client
+        .admin()
+        .create_topics(
+            &[NewTopic::new(&topic, 1, 1).config("max.message.bytes", "2000")],
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let mut builder = client
+        .producer()
+        .enable_idempotence(idempotent)
+        .linger(Duration::from_secs(60));
+    if let Some(size) = batch_size {
+        builder = builder.batch_size(size);
+    }
+    let mut producer = builder.build().unwrap();
+    let value = |i: usize| format!("{i:05}-{}", "v".repeat(44));
+    let mut small = Vec::new();
+    let mut large = None;
+    for i in 0..500 {
+        if i == 250 {
+            let record = ProducerRecord::new(&topic, vec![b'x'; 5000]).partition(0);
+            large = Some(producer.send(record).unwrap());
+        }
+        let record = ProducerRecord::new(&topic, value(i)).partition(0);
+        small.push(producer.send(record).unwrap());
+    }
+    match producer.flush() {
+        Err(Error::Delivery { failed: 1, first }) => {
+            assert_eq!(first.kafka_code(), Some(KafkaCode::MessageTooLarge), "{first}")
+        }
+        other => panic!("flush: {other:?}"),
+    }
+    let e = large
+        .unwrap()
+        .try_result()
+        .expect("done after flush")
+        .unwrap_err();
+    assert_eq!(e.kafka_code(), Some(KafkaCode::MessageTooLarge), "{e}");
+    let (got, batches) = fetch_all_with_batches(&client, &topic, 0);
+    let values: Vec<String> = got.iter().map(|r| text(&r.value)).collect();
+    assert_eq!(
+        values,
+        (0..500).map(value).collect::<Vec<_>>(),
+        "once each, in send order"
+    );
+    let offsets: Vec<i64> = got.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, (0..500).collect::<Vec<i64>>(), "no gaps");
+    for (i, h) in small.iter().enumerate() {
+        let m = h.try_result().expect("done after flush").unwrap();
+        assert_eq!(m.offset, Some(i as i64), "record {i}");
+    }
+    assert!(batches.len() > 1, "split into {} batch(es)", batches.len());
+    let mut next: Option<(i16, i32)> = None;
+    for b in &batches {
+        if !idempotent {
+            assert_eq!((b.producer_id, b.base_sequence), (-1, -1), "{b:?}");
+            continue;
+        }
+        let expected = match next {
+            Some((epoch, seq)) if epoch == b.producer_epoch => seq,
+            _ => 0,
+        };
+        assert_eq!(b.base_sequence, expected, "{b:?} after {next:?}");
+        let count = (b.last_offset - b.base_offset + 1) as i32;
+        next = Some((b.producer_epoch, b.base_sequence + count));
+    }
+}
+
+#[test]
+fn idempotent_batches_too_large_for_the_topic_are_split_and_only_the_record_too_large_alone_fails() {
+    batches_too_large_for_the_topic_are_split(true, None);
+}
+
+#[test]
+fn idempotent_batches_pipelined_behind_a_split_one_keep_their_sequences() {
+    batches_too_large_for_the_topic_are_split(true, Some(4000));
+}
+
+#[test]
+fn batches_too_large_for_the_topic_are_split_without_idempotence_too() {
+    batches_too_large_for_the_topic_are_split(false, None);
 }
 
 /// A topic with `message.timestamp.type=LogAppendTime`: the handle gives the broker's time, not
