@@ -22,6 +22,8 @@
 //! Topics are kept by id, as the protocol sends them; resolving names through metadata is the
 //! caller's part.
 
+use crate::protocol::messages::consumer_group_heartbeat_request as request;
+use crate::protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use crate::protocol::Uuid;
 use crate::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet};
@@ -419,6 +421,57 @@ fn remove(owned: &mut Partitions, gone: &Partitions) {
     }
 }
 
+/// The ConsumerGroupHeartbeat request for `hb` (any version: v1 only adds the regex, which is not
+/// offered yet). Unchanged fields go as null, and the rebalance timeout as -1, as the protocol
+/// asks.
+pub(crate) fn request(group_id: &str, hb: &Heartbeat) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest {
+        group_id: group_id.into(),
+        member_id: hb.member_id.as_str().into(),
+        member_epoch: hb.member_epoch,
+        instance_id: hb.instance_id.as_deref().map(Into::into),
+        rack_id: hb.rack_id.as_deref().map(Into::into),
+        rebalance_timeout_ms: hb.rebalance_timeout_ms.unwrap_or(-1),
+        subscribed_topic_names: hb
+            .subscribed_topics
+            .as_ref()
+            .map(|ts| ts.iter().map(|t| t.as_str().into()).collect()),
+        server_assignor: hb.server_assignor.as_deref().map(Into::into),
+        topic_partitions: hb.owned.as_ref().map(|owned| {
+            owned
+                .iter()
+                .map(|(id, ps)| request::TopicPartitions {
+                    topic_id: *id,
+                    partitions: ps.iter().copied().collect(),
+                    ..Default::default()
+                })
+                .collect()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The member's view of a ConsumerGroupHeartbeat answer. A topic listed twice has its
+/// partitions united; nothing from the wire can make this fail.
+pub(crate) fn answer(resp: &ConsumerGroupHeartbeatResponse) -> Answer {
+    Answer {
+        code: KafkaCode::from_code(resp.error_code),
+        message: resp.error_message.as_ref().map(|m| m.to_string()),
+        member_id: resp.member_id.as_ref().map(|m| m.to_string()),
+        member_epoch: resp.member_epoch,
+        heartbeat_interval_ms: resp.heartbeat_interval_ms,
+        assignment: resp.assignment.as_ref().map(|a| {
+            let mut out = Partitions::new();
+            for t in &a.topic_partitions {
+                out.entry(t.topic_id)
+                    .or_default()
+                    .extend(t.partitions.iter().copied());
+            }
+            out
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -706,5 +759,65 @@ mod tests {
         let mut m = member();
         assert!(m.leave(false).is_empty());
         assert_eq!(m.heartbeat(), None);
+    }
+
+    #[test]
+    fn a_heartbeat_becomes_a_request_that_encodes_in_every_version() {
+        use crate::protocol::{ApiKey, Message};
+        let mut m = member();
+        m.heartbeat();
+        m.on_answer(ok(1, Some(parts(&[(1, &[2, 0]), (2, &[1])]))));
+        let hb = m.heartbeat().unwrap();
+        let req = request("g", &hb);
+        assert_eq!((req.group_id.as_ref(), req.member_id.as_ref()), ("g", "m-1"));
+        assert_eq!(req.member_epoch, 1);
+        assert_eq!(req.rebalance_timeout_ms, -1, "unchanged");
+        assert_eq!(req.subscribed_topic_names, None);
+        let owned = req.topic_partitions.as_ref().unwrap();
+        assert_eq!(owned.len(), 2);
+        assert_eq!((owned[0].topic_id, &owned[0].partitions), (id(1), &[0, 2].into()));
+        let join = request("g", &member().heartbeat().unwrap());
+        assert_eq!(join.rebalance_timeout_ms, 60_000);
+        assert_eq!(join.server_assignor.as_deref(), Some("uniform"));
+        let range = ApiKey::ConsumerGroupHeartbeat.versions();
+        for v in range.min..=range.max {
+            for r in [&req, &join] {
+                let bytes = r.to_bytes(v).unwrap();
+                assert_eq!(&ConsumerGroupHeartbeatRequest::from_bytes(bytes, v).unwrap(), r);
+            }
+        }
+    }
+
+    #[test]
+    fn an_answer_with_a_topic_twice_unites_its_partitions() {
+        use crate::protocol::messages::consumer_group_heartbeat_response as response;
+        let tp = |t: u8, ps: &[i32]| response::TopicPartitions {
+            topic_id: id(t),
+            partitions: ps.iter().copied().collect(),
+            ..Default::default()
+        };
+        let resp = ConsumerGroupHeartbeatResponse {
+            error_code: 0,
+            member_id: Some("m".into()),
+            member_epoch: 5,
+            heartbeat_interval_ms: 2500,
+            assignment: Some(response::Assignment {
+                topic_partitions: vec![tp(1, &[0]), tp(2, &[3]), tp(1, &[1, 0])],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let a = answer(&resp);
+        assert_eq!(a.code, KafkaCode::None);
+        assert_eq!((a.member_id.as_deref(), a.member_epoch), (Some("m"), 5));
+        assert_eq!(a.assignment, Some(parts(&[(1, &[0, 1]), (2, &[3])])));
+        let unknown = answer(&ConsumerGroupHeartbeatResponse {
+            error_code: 25,
+            ..Default::default()
+        });
+        assert_eq!(
+            (unknown.code, unknown.assignment),
+            (KafkaCode::UnknownMemberId, None)
+        );
     }
 }
