@@ -137,7 +137,9 @@ impl ProducerBuilder {
     /// excludes it, `build` fails; left at its default, such a setting turns it off (as Java
     /// does since 3.2). Brokers before 0.11 cannot have it: the producer falls back to plain
     /// acks with one batch per partition in flight, and logs that once. On Kafka before 2.8
-    /// the principal needs the `IDEMPOTENT_WRITE` ACL on the cluster. Default: on.
+    /// the principal needs the `IDEMPOTENT_WRITE` ACL on the cluster. Nothing is sent before
+    /// the producer id comes; a record that expires (`delivery.timeout.ms`) while InitProducerId
+    /// keeps failing says what it answered. Default: on.
     pub fn enable_idempotence(mut self, on: bool) -> Self {
         self.config.enable_idempotence = Some(on);
         self

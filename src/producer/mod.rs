@@ -555,6 +555,7 @@ mod tests {
         let out_of_order = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let refused = Arc::clone(&out_of_order);
         let mut expected: Option<(i16, i32)> = None;
+        let mut first_refusal_sent = false;
         script.on::<ProduceRequest>(move |req, _| {
             let mut log = written.lock().unwrap();
             let bytes = req.topic_data[0].partition_data[0]
@@ -592,7 +593,7 @@ mod tests {
                         .map(|r| r.value.clone().unwrap_or_default()),
                 );
             }
-            Answer::Reply(ProduceResponse {
+            let answer = ProduceResponse {
                 responses: vec![TopicProduceResponse {
                     name: "t".into(),
                     partition_responses: vec![PartitionProduceResponse {
@@ -605,7 +606,15 @@ mod tests {
                     ..Default::default()
                 }],
                 ..Default::default()
-            })
+            };
+            // The first refusal comes late, so that the batches behind it are surely in
+            // flight when it does (answers keep their order on a connection, as Kafka's do):
+            // otherwise whether any is depends on the machine's speed.
+            if code == KafkaCode::MessageTooLarge && !first_refusal_sent {
+                first_refusal_sent = true;
+                return Answer::Delayed(Duration::from_millis(200), answer);
+            }
+            Answer::Reply(answer)
         });
         (log, out_of_order)
     }
@@ -614,6 +623,54 @@ mod tests {
     /// large on its own fails; every other record is written once, in send order, and its
     /// handle has its offset. With idempotence (several batches in flight behind the refused
     /// one, the broker checking sequences) and without.
+    #[test]
+    fn a_record_that_expires_waiting_for_a_producer_id_says_why_there_was_none() {
+        // A Kafka 3.0.2 broker answered InitProducerId with REQUEST_TIMED_OUT for minutes, its
+        // controller handing out no id block: the record, never sent, must say so rather than
+        // "never acknowledged".
+        let script = script_with_topic(1);
+        script.on::<InitProducerIdRequest>(|_, _| {
+            Answer::Reply(InitProducerIdResponse {
+                error_code: KafkaCode::RequestTimedOut.code(),
+                producer_id: -1,
+                producer_epoch: -1,
+                ..Default::default()
+            })
+        });
+        let client = script
+            .client(
+                Client::builder()
+                    .bootstrap_servers("b0:9092")
+                    .request_timeout(Duration::from_millis(200))
+                    .retry_backoff(Duration::from_millis(1)),
+            )
+            .unwrap();
+        let mut p = client
+            .producer()
+            .linger(Duration::ZERO)
+            .delivery_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let h = p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        match p.flush() {
+            Err(Error::Delivery { failed: 1, first }) => {
+                let text = first.to_string();
+                assert!(
+                    text.contains("0 attempt(s)")
+                        && text.contains("InitProducerId answered REQUEST_TIMED_OUT"),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(h.try_result().expect("done after flush").is_err());
+        assert_eq!(
+            script.requests::<ProduceRequest>().len(),
+            0,
+            "nothing is sent without a producer id"
+        );
+    }
+
     #[test]
     fn a_batch_refused_as_too_large_is_split_and_only_the_record_too_large_alone_fails() {
         for idempotent in [true, false] {

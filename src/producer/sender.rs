@@ -6,6 +6,7 @@
 
 use super::broker::{self, Settings};
 use super::idempotence::{self, ProducerIdEpoch, Requested, Sequences, Support};
+use super::request::LastError;
 use super::state::{failure, Shared, State};
 use crate::client::Client;
 use crate::error::Error;
@@ -47,11 +48,13 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
             match decided {
                 Ok(d) => {
                     init_failed_at = None;
+                    st.no_producer_id = None;
                     apply(&mut st, d, config.max_in_flight);
                 }
                 Err(InitFailure::Retry(why)) => {
                     log::debug!("producer: no producer id yet: {why}");
                     init_failed_at = Some(Instant::now());
+                    st.no_producer_id = Some(why);
                 }
                 Err(InitFailure::Fatal(e)) => {
                     st.idempotence_failed = Some(failure(e));
@@ -135,7 +138,7 @@ enum Decided {
 /// Why [`decide`] did not decide.
 enum InitFailure {
     /// Try again after the retry backoff: a broker not reachable, a retriable code.
-    Retry(String),
+    Retry(LastError),
     /// Idempotence cannot be had (authorization): every batch fails with this.
     Fatal(Error),
 }
@@ -145,7 +148,7 @@ enum InitFailure {
 fn decide(client: &Client, requested: Requested) -> Result<Decided, InitFailure> {
     let bv = client
         .any_broker_versions()
-        .map_err(|e| InitFailure::Retry(e.to_string()))?;
+        .map_err(|e| InitFailure::Retry(LastError::of(&e)))?;
     match idempotence::support(requested, &bv) {
         Support::NotIdempotent(why) => Ok(Decided::Not(why)),
         Support::Idempotent { .. } => {
@@ -154,12 +157,14 @@ fn decide(client: &Client, requested: Requested) -> Result<Decided, InitFailure>
                     idempotence::init_request(v, idempotence::InitPurpose::Fresh)
                 })
                 .map_err(|e| match e.is_unreachable() {
-                    true => InitFailure::Retry(e.to_string()),
+                    true => InitFailure::Retry(LastError::of(&e)),
                     false => InitFailure::Fatal(e),
                 })?;
             match idempotence::read_init_answer(&answer) {
                 Ok(pe) => Ok(Decided::Idempotent(pe)),
-                Err(idempotence::InitFailure::Retry(code)) => Err(InitFailure::Retry(code.to_string())),
+                Err(idempotence::InitFailure::Retry(code)) => Err(InitFailure::Retry(LastError::Other(
+                    format!("InitProducerId answered {code}: no producer id, so nothing was sent"),
+                ))),
                 Err(idempotence::InitFailure::Fatal(e)) => Err(InitFailure::Fatal(e)),
             }
         }

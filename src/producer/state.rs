@@ -40,6 +40,7 @@ impl Shared {
                 idempotence_failed: None,
                 per_partition: 1,
                 need_producer_id: false,
+                no_producer_id: None,
             }),
             work: Condvar::new(),
             settled: Condvar::new(),
@@ -92,6 +93,11 @@ pub(super) struct State {
     pub(super) per_partition: usize,
     /// The epoch is exhausted: the sender thread gets a new producer id before more is sent.
     pub(super) need_producer_id: bool,
+    /// Why the last attempt to get a producer id (or decide on idempotence) failed, while the
+    /// producer still waits for one: what a batch that expires unsent reports, since nothing
+    /// of its own went wrong. A Kafka 3.0.2 broker (ZooKeeper mode) once failed InitProducerId
+    /// for minutes, its controller not handing out id blocks (KIP-730's AllocateProducerIds).
+    pub(super) no_producer_id: Option<LastError>,
 }
 
 impl State {
@@ -240,10 +246,10 @@ impl State {
                 timeout.as_millis(),
                 b.attempts
             );
-            let last = b
-                .last_error
-                .take()
-                .unwrap_or_else(|| LastError::Other("never acknowledged".into()));
+            let last = b.last_error.take().unwrap_or_else(|| match &self.no_producer_id {
+                Some(why) if b.attempts == 0 => why.clone(),
+                _ => LastError::Other("never acknowledged".into()),
+            });
             self.give_up(&tp, &b);
             self.fail(&b, &failure(last.into_timeout(what)));
         }
