@@ -11,8 +11,9 @@
 //! - [`Consumer`] ([`ConsumerBuilder`]): a member that fetches, tracks positions and commits;
 //!   [`Producer`] ([`ProducerBuilder`]); [`Admin`]: topics, groups, offsets.
 //! - [`GroupMember`] ([`MemberBuilder`]): membership alone, with its heartbeat thread and
-//!   [`GroupEvent`]s; [`Assignor`]s. A static member restarting within its session timeout
-//!   gets its partitions back without a rebalance.
+//!   [`GroupEvent`]s; [`Assignor`]s (range, round-robin, sticky, and cooperative-sticky for
+//!   incremental rebalancing, [`RebalanceProtocol`]). A static member restarting within its
+//!   session timeout gets its partitions back without a rebalance.
 //! - [`Error`]: what failed, keeping its cause ([`Timeout`], [`KafkaCode`]: the broker's error
 //!   codes).
 //!
@@ -102,9 +103,9 @@ pub use consumer::{
 };
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
 pub use group::{
-    Assignment, Assignor, Generation, GroupEvent, GroupMember, MemberBuilder, MemberMetrics, MemberState,
-    MemberSubscription, MissingTopicPolicy, OldBrokerPolicy, RangeAssignor, RoundRobinAssignor, Subscription,
-    TopicPartition,
+    Assignment, Assignor, CooperativeStickyAssignor, Generation, GroupEvent, GroupMember, MemberBuilder,
+    MemberMetrics, MemberState, MemberSubscription, MissingTopicPolicy, OldBrokerPolicy, RangeAssignor,
+    RebalanceProtocol, RoundRobinAssignor, StickyAssignor, Subscription, TopicPartition,
 };
 pub use net::sasl;
 pub use net::{EndpointIdentification, SecurityProtocol};

@@ -14,10 +14,13 @@ use crate::group::TopicPartition;
 /// - [`on_partitions_revoked`](Self::on_partitions_revoked): the partitions are about to go
 ///   (a rebalance started), while the old generation can still commit them; with auto-commit on,
 ///   after the consumer has committed. Under the eager protocol these are all the consumer's
-///   partitions; with incremental rebalancing (to come) only those that move.
+///   partitions; under the cooperative one
+///   ([`CooperativeStickyAssignor`](crate::CooperativeStickyAssignor)) only those that move to
+///   another member, and the commit is in the new generation.
 /// - [`on_partitions_assigned`](Self::on_partitions_assigned): the consumer got these partitions
 ///   and has fetched nothing for them yet; a seek here decides where they start, over the
-///   committed offset.
+///   committed offset. Eager: the whole assignment; cooperative: only the partitions added
+///   (possibly none, as Java's calls it too).
 /// - [`on_partitions_lost`](Self::on_partitions_lost): the session expired and the partitions
 ///   may already belong to another member: nothing can be committed for them. By default this
 ///   calls `on_partitions_revoked`, as Java's does.

@@ -82,6 +82,13 @@ use std::time::{Duration, Instant};
 ///   application commits what it processed with [`Consumer::commit`]; with auto-commit on, the
 ///   consumer has already done so before returning. After the rejoin, the `poll` that returns
 ///   [`GroupEvent::Assigned`] starts each partition from its committed offset.
+/// - **Rebalances (cooperative,** with [`CooperativeStickyAssignor`](crate::CooperativeStickyAssignor),
+///   KIP-429**).** The consumer keeps fetching and returning its partitions while the group
+///   rebalances. When the new assignment moves some away, the `poll` that gets it returns a
+///   [`GroupEvent::Revoked`] with only those, a [`GroupEvent::Assigned`] with the partitions
+///   added (new ones start from their committed offset, kept ones where they were), and no
+///   records; commit before the next `poll` (auto-commit already did), which rejoins so that
+///   their new owners get them.
 /// - **Lost partitions.** When no heartbeat has been answered for `session.timeout.ms` (the
 ///   coordinator unreachable), the coordinator may already have given the partitions to
 ///   another member: `poll` returns [`GroupEvent::Lost`], drops what it had fetched for them
@@ -357,11 +364,18 @@ impl Consumer {
         // A join under way gets the whole poll: asked for no time, the member would spend its
         // minimum lookup time on top of the poll's.
         let subscribed = self.config.manual.is_none();
-        let mut wait = if subscribed && self.member.as_ref().is_some_and(GroupMember::rejoin_pending) {
-            timeout
-        } else {
-            Duration::ZERO
-        };
+        // What a cooperative rebalance revoked was the last poll's to commit.
+        self.positions.forget_revoked();
+        // A cooperative member that still has partitions keeps fetching them while it
+        // rejoins: the group is polled without waiting, between fetches.
+        let keeps_fetching = !self.positions.assignment().is_empty();
+        let mut wait =
+            if subscribed && !keeps_fetching && self.member.as_ref().is_some_and(GroupMember::rejoin_pending)
+            {
+                timeout
+            } else {
+                Duration::ZERO
+            };
         loop {
             if self.wakeup.is_pending() && !events.is_empty() {
                 // The group events this poll acted on go first; the next poll is woken.
@@ -448,8 +462,15 @@ impl Consumer {
         }
     }
 
-    /// Applies group events; true when the partitions were revoked and not yet reassigned.
+    /// Applies group events; true when the poll is to return them without records: partitions
+    /// were revoked (eager: all, and not yet reassigned; cooperative: some), so that the
+    /// application commits them before the next poll.
     fn on_group_events(&mut self, events: &[GroupEvent], deadline: Instant) -> bool {
+        let cooperative = self
+            .member
+            .as_ref()
+            .is_some_and(|m| m.rebalance_protocol() == crate::RebalanceProtocol::Cooperative);
+        let mut revoked_some = false;
         for e in events {
             match e {
                 GroupEvent::Lost { partitions, .. } => {
@@ -480,12 +501,26 @@ impl Consumer {
                     // While the old generation can still commit them (before `revoke`, which
                     // would refuse seeks and pauses the listener may make).
                     self.notify(listener::Change::Revoked, partitions);
-                    self.buffer.discard_all();
-                    self.positions.revoke();
+                    if cooperative {
+                        // Only these go; the others keep what was fetched for them.
+                        for tp in partitions {
+                            self.buffer.discard(tp);
+                        }
+                        self.positions.revoke_some(partitions);
+                        revoked_some = true;
+                    } else {
+                        self.buffer.discard_all();
+                        self.positions.revoke();
+                    }
                 }
                 GroupEvent::Assigned { partitions, .. } => {
-                    self.buffer.discard_all();
-                    self.positions.assign(partitions);
+                    if cooperative {
+                        // Partitions added to those kept (all of them after a loss).
+                        self.positions.assign_more(partitions);
+                    } else {
+                        self.buffer.discard_all();
+                        self.positions.assign(partitions);
+                    }
                     self.metadata_stale = true;
                     self.last_auto_commit = Instant::now();
                     // Before any fetch: a seek made here wins over the committed offset.
@@ -494,7 +529,7 @@ impl Consumer {
                 _ => {}
             }
         }
-        self.positions.is_revoked()
+        revoked_some || self.positions.is_revoked()
     }
 
     /// Hands out up to `max.poll.records` buffered records, advancing the positions.

@@ -91,6 +91,9 @@ pub(crate) struct Positions {
     /// Partitions the application paused: not fetched, still assigned. Kept across a
     /// rebalance for the partitions that stay assigned.
     paused: BTreeSet<TopicPartition>,
+    /// Partitions a cooperative rebalance revoked (the others stay): as `revoked` for them
+    /// alone, until [`forget_revoked`](Self::forget_revoked) drops them.
+    leaving: BTreeSet<TopicPartition>,
 }
 
 impl Positions {
@@ -101,8 +104,48 @@ impl Positions {
             .map(|tp| (tp.clone(), PartitionState::new()))
             .collect();
         self.revoked = false;
+        self.leaving.clear();
         let parts = &self.parts;
         self.paused.retain(|tp| parts.contains_key(tp));
+    }
+
+    /// Adds `partitions` to what a cooperative rebalance left assigned (after an eager
+    /// revocation, replaces it as [`assign`](Self::assign) does); each new one waits for its
+    /// committed offset, the others keep their positions.
+    pub fn assign_more(&mut self, partitions: &[TopicPartition]) {
+        if self.revoked {
+            return self.assign(partitions);
+        }
+        for tp in partitions {
+            self.leaving.remove(tp);
+            self.parts.insert(tp.clone(), PartitionState::new());
+        }
+    }
+
+    /// A cooperative rebalance revoked `partitions`, and only them: they are no longer fetched
+    /// nor assigned, but keep their positions for a commit until
+    /// [`forget_revoked`](Self::forget_revoked).
+    pub fn revoke_some(&mut self, partitions: &[TopicPartition]) {
+        self.leaving.extend(
+            partitions
+                .iter()
+                .filter(|tp| self.parts.contains_key(*tp))
+                .cloned(),
+        );
+    }
+
+    /// Drops the partitions [`revoke_some`](Self::revoke_some) kept for a commit.
+    pub fn forget_revoked(&mut self) {
+        for tp in std::mem::take(&mut self.leaving) {
+            self.parts.remove(&tp);
+            self.paused.remove(&tp);
+        }
+    }
+
+    /// Whether `tp` is assigned and neither revoked nor leaving (without checking that it is
+    /// in `parts`).
+    fn live(&self, tp: &TopicPartition) -> bool {
+        !self.revoked && !self.leaving.contains(tp)
     }
 
     /// Pauses `tp`: it is not fetched until [`resume`](Self::resume)d, and the next fetch
@@ -157,17 +200,18 @@ impl Positions {
 
     /// [`assignment`](Self::assignment) without the copy.
     pub fn assigned(&self) -> impl Iterator<Item = &TopicPartition> + '_ {
-        self.parts.keys().filter(|_| !self.revoked)
+        self.parts.keys().filter(|tp| self.live(tp))
     }
 
     /// Whether `tp` is assigned (and not revoked).
     pub fn is_assigned(&self, tp: &TopicPartition) -> bool {
-        !self.revoked && self.parts.contains_key(tp)
+        self.live(tp) && self.parts.contains_key(tp)
     }
 
     /// Partitions whose committed offset must be fetched before they can be consumed.
     pub fn awaiting_committed(&self) -> Vec<TopicPartition> {
         self.with_init(|i| i == Init::AwaitingCommitted)
+            .filter(|(tp, _)| self.live(tp))
             .map(|(tp, _)| tp.clone())
             .collect()
     }
@@ -197,6 +241,7 @@ impl Positions {
         }
         self.parts
             .iter()
+            .filter(|(tp, _)| self.live(tp))
             .filter_map(|(tp, p)| match p.init {
                 Init::Reset(r) => Some((tp.clone(), r)),
                 _ => None,
@@ -222,7 +267,7 @@ impl Positions {
     /// so it also lowers the commit floor to the new position. Returns false if `tp` is not
     /// assigned.
     pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> bool {
-        if self.revoked {
+        if !self.live(tp) {
             return false;
         }
         let Some(p) = self.parts.get_mut(tp) else {
@@ -238,7 +283,7 @@ impl Positions {
     /// [`seek`](Self::seek) it wins over a committed offset still to come and lowers the commit
     /// floor once resolved ([`reset_to`](Self::reset_to)). Returns false if `tp` is not assigned.
     pub fn request_reset(&mut self, tp: &TopicPartition, timestamp: i64) -> bool {
-        if self.revoked {
+        if !self.live(tp) {
             return false;
         }
         let Some(p) = self.parts.get_mut(tp) else {
@@ -272,7 +317,7 @@ impl Positions {
             return Vec::new();
         }
         self.with_init(|i| i == Init::Ready)
-            .filter(|(tp, _)| !self.paused.contains(*tp))
+            .filter(|(tp, _)| !self.paused.contains(*tp) && self.live(tp))
             .map(|(tp, p)| (tp.clone(), p.fetch_offset))
             .collect()
     }
@@ -280,7 +325,7 @@ impl Positions {
     #[cfg(test)]
     fn unbuffered(&self) -> impl Iterator<Item = (&TopicPartition, &PartitionState)> + '_ {
         self.with_init(|i| i == Init::Ready)
-            .filter(|(tp, p)| !self.revoked && p.position == p.fetch_offset && !self.paused.contains(*tp))
+            .filter(|(tp, p)| self.live(tp) && p.position == p.fetch_offset && !self.paused.contains(*tp))
     }
 
     /// The position the next fetch of `tp` starts at, if it has one.
@@ -414,6 +459,35 @@ mod tests {
         let mut s = Positions::default();
         s.assign(&(0..n).map(tp).collect::<Vec<_>>());
         s
+    }
+
+    #[test]
+    fn a_cooperative_rebalance_keeps_the_positions_of_the_partitions_that_stay() {
+        let mut s = assigned(3);
+        for p in 0..3 {
+            s.apply_committed(&tp(p), Some((10 * i64::from(p), None)));
+        }
+        s.consumed(&tp(0), 5, None);
+        s.consumed(&tp(1), 15, None);
+        // t-1 moves away, t-3 arrives; t-0 and t-2 carry on where they were.
+        s.revoke_some(&[tp(1)]);
+        s.assign_more(&[tp(3)]);
+        assert!(!s.is_revoked());
+        assert_eq!(s.assignment(), vec![tp(0), tp(2), tp(3)]);
+        assert_eq!(s.position(&tp(0)), Some(5));
+        assert_eq!(s.awaiting_committed(), vec![tp(3)]);
+        let fetch: Vec<TopicPartition> = s.fetch_ahead().into_iter().map(|(tp, _)| tp).collect();
+        assert_eq!(fetch, vec![tp(0), tp(2)], "the revoked partition is not fetched");
+        assert!(!s.seek(&tp(1), 0), "nor seekable");
+        // Until the next poll, its position can still be committed (in the new generation).
+        assert_eq!(s.uncommitted().get(&tp(1)), Some(&(15, None)));
+        s.forget_revoked();
+        assert_eq!(s.uncommitted().get(&tp(1)), None);
+        assert_eq!(s.assignment(), vec![tp(0), tp(2), tp(3)]);
+        // After an eager revocation, an assignment replaces everything.
+        s.revoke();
+        s.assign_more(&[tp(7)]);
+        assert_eq!(s.assignment(), vec![tp(7)]);
     }
 
     #[test]

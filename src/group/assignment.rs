@@ -64,6 +64,26 @@ impl Assignment {
     }
 }
 
+/// What a new assignment changes for a member that owned `old` (the cooperative protocol's
+/// view: partitions kept are neither).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Change {
+    /// In `new`, not in `old`.
+    pub(crate) added: Vec<TopicPartition>,
+    /// In `old`, not in `new`.
+    pub(crate) revoked: Vec<TopicPartition>,
+}
+
+impl Change {
+    pub(crate) fn between(old: &Assignment, new: &Assignment) -> Change {
+        let (old, new) = (old.topic_partitions(), new.topic_partitions());
+        Change {
+            added: new.iter().filter(|tp| !old.contains(tp)).cloned().collect(),
+            revoked: old.iter().filter(|tp| !new.contains(tp)).cloned().collect(),
+        }
+    }
+}
+
 impl fmt::Display for Assignment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self
@@ -86,6 +106,9 @@ pub struct Subscription {
     pub owned: Vec<TopicPartition>,
     /// `client.rack`, from subscription v3.
     pub rack_id: Option<String>,
+    /// The generation of the assignment that `owned` comes from (ConsumerProtocol v2+,
+    /// cooperative assignors); `None` when unknown.
+    pub generation: Option<i32>,
 }
 
 /// The newest ConsumerProtocol version we write and fully read.
@@ -134,7 +157,7 @@ impl Subscription {
                     ..Default::default()
                 })
                 .collect(),
-            generation_id: -1,
+            generation_id: self.generation.unwrap_or(-1),
             rack_id: self.rack_id.clone().map(Into::into),
             ..Default::default()
         };
@@ -158,6 +181,7 @@ impl Subscription {
                 })
                 .collect(),
             rack_id: m.rack_id.map(Into::into),
+            generation: (m.generation_id >= 0).then_some(m.generation_id),
         })
     }
 }
@@ -212,14 +236,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_change_names_what_was_added_and_what_was_revoked() {
+        let a = |ps: &[(&str, i32)]| {
+            let mut x = Assignment::default();
+            for (t, p) in ps {
+                x.partitions.entry(t.to_string()).or_default().push(*p);
+            }
+            x
+        };
+        let c = Change::between(&a(&[("t", 0), ("t", 1), ("u", 0)]), &a(&[("t", 1), ("t", 2)]));
+        assert_eq!(c.added, vec![TopicPartition::new("t", 2)]);
+        assert_eq!(
+            c.revoked,
+            vec![TopicPartition::new("t", 0), TopicPartition::new("u", 0)]
+        );
+        assert_eq!(
+            Change::between(&a(&[("t", 0)]), &a(&[("t", 0)])),
+            Change::default()
+        );
+    }
+
+    #[test]
     fn subscription_round_trip() {
         let s = Subscription {
             topics: vec!["a".into(), "b".into()],
             user_data: Some(Bytes::from_static(b"x")),
             owned: vec![TopicPartition::new("a", 1), TopicPartition::new("a", 0)],
             rack_id: Some("r1".into()),
+            generation: Some(9),
         };
         let back = Subscription::decode(&s.encode()).unwrap();
+        assert_eq!(back.generation, Some(9));
         assert_eq!(back.topics, s.topics);
         assert_eq!(back.user_data, s.user_data);
         assert_eq!(back.rack_id, s.rack_id);

@@ -14,7 +14,8 @@ mod scripted;
 mod session_bounds;
 
 use super::action::{classify, GroupAction};
-use super::assignment::{Assignment, Subscription, TopicPartition};
+use super::assignment::{Assignment, Change, Subscription, TopicPartition};
+use super::assignor::{common_protocol, RebalanceProtocol};
 use super::config::{MemberConfig, OldBrokerPolicy};
 use super::heartbeat::{Command, Event, HeartbeatHandle};
 use super::leader::LeaderSnapshot;
@@ -46,15 +47,20 @@ const LEAVE_REASON: &str = "the member is leaving the group";
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GroupEvent {
-    /// Partitions taken away before a rejoin (eager protocol: all of them). Commit what was
-    /// processed before acting on the next `Assigned`.
+    /// Partitions taken away. Eager protocol: all of them, before a rejoin. Cooperative
+    /// ([`RebalanceProtocol::Cooperative`](crate::RebalanceProtocol)): only those the new
+    /// assignment moves to other members, reported with that assignment's `Assigned` (and
+    /// before it), in the new generation; the member rejoins at the next poll so that their
+    /// new owners get them. Either way, commit what was processed of them before polling again.
     Revoked {
         /// The generation they belonged to.
         generation: i32,
         /// The partitions.
         partitions: Vec<TopicPartition>,
     },
-    /// The member joined a generation and got these partitions.
+    /// The member joined a generation and got these partitions: eager protocol, its whole
+    /// assignment; cooperative, the partitions added to those it kept (possibly none —
+    /// [`GroupMember::assignment`] has the whole).
     Assigned {
         /// The generation.
         generation: i32,
@@ -157,6 +163,14 @@ pub struct GroupMember {
     coordinator: Option<Broker>,
     conn: Option<Link>,
     assignment: Assignment,
+    /// Eager or cooperative: what every assignor this member offers supports.
+    protocol: RebalanceProtocol,
+    /// The last assignment SyncGroup gave and its generation, kept through an eager
+    /// revocation: what the sticky assignors' user data says this member owned.
+    last_assigned: Option<(Assignment, i32)>,
+    /// A cooperative member's generation ended under it (a join answered UNKNOWN_MEMBER_ID):
+    /// the next join starts by giving its partitions up as lost, as Java's does.
+    generation_lost: bool,
     static_member: bool,
     warned_fallback: bool,
     heartbeat: HeartbeatHandle,
@@ -260,6 +274,7 @@ impl GroupMember {
             addr: "heartbeat thread".into(),
             source,
         })?;
+        let protocol = common_protocol(&config.assignors);
         Ok(GroupMember {
             static_member: config.group_instance_id.is_some(),
             client,
@@ -268,6 +283,9 @@ impl GroupMember {
             coordinator: None,
             conn: None,
             assignment: Assignment::default(),
+            protocol,
+            last_assigned: None,
+            generation_lost: false,
             warned_fallback: false,
             heartbeat,
             metrics,
@@ -503,7 +521,9 @@ impl GroupMember {
                 reset_member_id: reset,
             });
         }
-        if !self.assignment.is_empty() {
+        // Cooperative members keep their partitions (and the consumer keeps fetching them)
+        // through the rebalance; the assignment says which to give up.
+        if !self.assignment.is_empty() && self.protocol == RebalanceProtocol::Eager {
             events.push(self.revoke_all());
         }
     }
@@ -515,6 +535,9 @@ impl GroupMember {
         loop {
             match std::mem::take(&mut self.joining) {
                 Joining::Start => {
+                    if std::mem::take(&mut self.generation_lost) && !self.assignment.is_empty() {
+                        events.push(self.lose_all());
+                    }
                     if let Some(moved) = self.ensure_coordinator(deadline)? {
                         events.push(moved);
                     }
@@ -650,11 +673,29 @@ impl GroupMember {
                     self.join_started = None;
                     self.last_join_error = None;
                     log::info!("{}: assigned {} in {sync_time:?} (sync)", self.ctx(), assignment);
+                    // Eager: everything was revoked before the join, so all of it is new.
+                    let change = Change::between(&self.assignment, &assignment);
+                    if !change.revoked.is_empty() {
+                        // Cooperative: the partitions moving away are revoked now, in the new
+                        // generation (so that the application can still commit them), and the
+                        // next poll rejoins so that their new owners get them (KIP-429).
+                        log::info!(
+                            "{}: revoking {} partitions that move to other members; rejoining",
+                            self.ctx(),
+                            change.revoked.len()
+                        );
+                        events.push(GroupEvent::Revoked {
+                            generation: generation.id,
+                            partitions: change.revoked,
+                        });
+                        self.schedule_rejoin(false);
+                    }
                     events.push(GroupEvent::Assigned {
                         generation: generation.id,
-                        partitions: assignment.topic_partitions(),
+                        partitions: change.added,
                         rebalanced,
                     });
+                    self.last_assigned = Some((assignment.clone(), generation.id));
                     self.assignment = assignment;
                     self.last_metadata_check = Instant::now();
                     self.missing_check = Some(Instant::now());
@@ -856,8 +897,8 @@ impl GroupMember {
             if self.rejoin_pending() {
                 // Eager protocol: hand the revocation to the caller first, so it can commit
                 // what it processed while its generation is still valid; the join happens on
-                // the next poll.
-                if !self.assignment.is_empty() {
+                // the next poll. Cooperative members keep their partitions and join at once.
+                if !self.assignment.is_empty() && self.protocol == RebalanceProtocol::Eager {
                     events.push(self.revoke_all());
                     return Ok(events);
                 }
@@ -973,6 +1014,13 @@ impl GroupMember {
                 reason,
             } if self.state.is_current(&generation) => {
                 log::info!("{}: rejoin needed ({reason})", self.ctx());
+                // A cooperative member keeps its partitions through a rebalance, but not past
+                // the end of its generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID): others
+                // may own them already, so they are lost, as Java's `onPartitionsLost`.
+                let over = reason != KafkaCode::RebalanceInProgress;
+                if over && self.protocol == RebalanceProtocol::Cooperative && !self.assignment.is_empty() {
+                    events.push(self.lose_all());
+                }
                 self.schedule_rejoin(reset_member_id);
             }
             Event::SessionExpired { generation } if self.state.is_current(&generation) => {
@@ -1023,6 +1071,7 @@ impl GroupMember {
                     "{}: {during} answered {code}; joining again with a new member id",
                     self.ctx()
                 );
+                self.generation_lost = self.protocol == RebalanceProtocol::Cooperative;
                 self.transition(Transition::RejoinNeeded {
                     reset_member_id: true,
                 });
@@ -1212,21 +1261,41 @@ impl GroupMember {
             .filter(|_| self.static_member)
     }
 
-    fn subscription_metadata(&self) -> Subscription {
+    /// The subscription sent for `assignor`: a cooperative member says what it owns and from
+    /// which generation; each assignor adds its own user data.
+    fn subscription_metadata(&self, assignor: &dyn super::Assignor) -> Subscription {
+        let cooperative = self.protocol == RebalanceProtocol::Cooperative;
+        let last = self.last_assigned.as_ref().map(|(a, g)| (a, *g));
         Subscription {
             topics: self.config.topics.clone(),
-            user_data: None,
-            owned: Vec::new(),
+            user_data: assignor.subscription_user_data(last),
+            owned: match cooperative {
+                true => self.assignment.topic_partitions(),
+                false => Vec::new(),
+            },
             rack_id: self.config.client_rack.clone(),
+            generation: match cooperative && !self.assignment.is_empty() {
+                true => self.last_assigned.as_ref().map(|(_, g)| *g),
+                false => None,
+            },
         }
+    }
+
+    /// The rebalance protocol this member follows.
+    pub fn rebalance_protocol(&self) -> RebalanceProtocol {
+        self.protocol
     }
 
     /// The JoinGroup this member sends now (its member id, and whether it is still static,
     /// change between joins).
     fn join_request(&self) -> JoinGroupRequest {
-        let metadata = self.subscription_metadata().encode();
         let instance = self.instance_id_to_send();
-        let protocols: Vec<&str> = self.config.assignors.iter().map(|a| a.name()).collect();
+        let protocols: Vec<(&str, bytes::Bytes)> = self
+            .config
+            .assignors
+            .iter()
+            .map(|a| (a.name(), self.subscription_metadata(a.as_ref()).encode()))
+            .collect();
         requests::join_group(&requests::JoinGroup {
             group: &self.config.group_id,
             member_id: self.state.member_id(),
@@ -1234,7 +1303,6 @@ impl GroupMember {
             session_timeout: self.config.session_timeout,
             rebalance_timeout: self.config.max_poll_interval,
             protocols: &protocols,
-            metadata: &metadata,
         })
     }
 

@@ -26,7 +26,10 @@ pub mod state;
 pub mod timer;
 
 pub use assignment::{Assignment, Subscription, TopicPartition};
-pub use assignor::{Assignor, MemberSubscription, RangeAssignor, RoundRobinAssignor};
+pub use assignor::{
+    Assignor, CooperativeStickyAssignor, MemberSubscription, RangeAssignor, RebalanceProtocol,
+    RoundRobinAssignor, StickyAssignor,
+};
 pub(crate) use builder::member_setters;
 pub use builder::MemberBuilder;
 pub(crate) use config::MemberConfig;

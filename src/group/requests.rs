@@ -33,10 +33,9 @@ pub(crate) struct JoinGroup<'a> {
     pub session_timeout: Duration,
     /// `max.poll.interval.ms`, which Kafka sends as the rebalance timeout (v1+).
     pub rebalance_timeout: Duration,
-    /// The assignors' names, in preference order.
-    pub protocols: &'a [&'a str],
-    /// The member's subscription, the same for every assignor.
-    pub metadata: &'a Bytes,
+    /// The assignors' names, in preference order, each with the member's subscription for
+    /// it (which differs by assignor only in its user data).
+    pub protocols: &'a [(&'a str, Bytes)],
 }
 
 /// JoinGroup. The same at every version: v0 has no rebalance timeout (the codec drops it, and
@@ -52,9 +51,9 @@ pub(crate) fn join_group(j: &JoinGroup<'_>) -> JoinGroupRequest {
         protocols: j
             .protocols
             .iter()
-            .map(|name| JoinGroupRequestProtocol {
+            .map(|(name, metadata)| JoinGroupRequestProtocol {
                 name: (*name).into(),
-                metadata: j.metadata.clone(),
+                metadata: metadata.clone(),
                 ..Default::default()
             })
             .collect(),
@@ -169,14 +168,14 @@ mod tests {
 
     fn join(instance_id: Option<&'static str>) -> JoinGroupRequest {
         let metadata = Bytes::from_static(b"\x00\x01subscription");
+        let protocols = [("range", metadata.clone()), ("roundrobin", metadata)];
         join_group(&JoinGroup {
             group: "g",
             member_id: "m-1",
             instance_id,
             session_timeout: Duration::from_secs(45),
             rebalance_timeout: Duration::from_secs(300),
-            protocols: &["range", "roundrobin"],
-            metadata: &metadata,
+            protocols: &protocols,
         })
     }
 

@@ -13,6 +13,7 @@ mod compat_tests;
 mod connection_tests;
 mod consumer_control_tests;
 mod consumer_tests;
+mod cooperative_tests;
 mod demo_tests;
 mod examples_tests;
 mod fetch_ahead_tests;

@@ -531,6 +531,7 @@ fn subscription(topics: &[&str]) -> Bytes {
         user_data: None,
         owned: Vec::new(),
         rack_id: None,
+        generation: None,
     }
     .encode()
 }
@@ -982,4 +983,138 @@ fn a_missing_subscribed_topic_is_an_error_with_the_error_policy() {
     let events = poll_for(&mut m, 3 * INTERVAL);
     assert!(events.is_empty(), "{events:?}");
     assert!(stable(&m));
+}
+
+// -------------------------------------------------------------------------------------------
+// The cooperative protocol (KIP-429): partitions kept through a rebalance, only moved ones
+// revoked, lost when the generation ends under the member.
+
+/// A follower group for a cooperative member: generation n's SyncGroup gives `t` the n-th of
+/// `assignments` (the last one from then on).
+fn cooperative_group(s: &Script, assignments: &'static [&'static [i32]]) {
+    let generation = Arc::new(AtomicI32::new(0));
+    let g = generation.clone();
+    s.on::<JoinGroupRequest>(move |req, _| {
+        let n = g.fetch_add(1, Ordering::SeqCst) + 1;
+        let member_id = match req.member_id.as_str() {
+            "" => format!("m-{n}"),
+            id => id.to_string(),
+        };
+        let mut reply = join_reply(n, &member_id, "someone-else");
+        reply.protocol_name = Some("cooperative-sticky".into());
+        Answer::Reply(reply)
+    });
+    s.on::<SyncGroupRequest>(move |req, _| {
+        let n = generation.load(Ordering::SeqCst) as usize;
+        let mine = assignment(assignments[(n - 1).min(assignments.len() - 1)]);
+        sync_reply(req, &mine)
+    });
+}
+
+fn cooperative_member(s: &Script) -> GroupMember {
+    client(s)
+        .member("g")
+        .subscribe(["t"])
+        .assignors(vec![Arc::new(crate::group::CooperativeStickyAssignor)])
+        .session_timeout(SESSION)
+        .heartbeat_interval(INTERVAL)
+        .max_poll_interval(Duration::from_secs(1))
+        .retry_backoff(20 * MS)
+        .close_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+/// The subscription a JoinGroup sent for its first protocol.
+fn sent_subscription(j: &JoinGroupRequest) -> Subscription {
+    assert_eq!(j.protocols[0].name.as_str(), "cooperative-sticky");
+    Subscription::decode(&j.protocols[0].metadata).unwrap()
+}
+
+#[test]
+fn a_cooperative_member_keeps_its_partitions_and_revokes_only_what_moves() {
+    let s = script();
+    cooperative_group(&s, &[&[0, 1], &[1], &[1, 2]]);
+    let mut m = cooperative_member(&s);
+    assert_eq!(m.rebalance_protocol(), RebalanceProtocol::Cooperative);
+    let events = m.join(WAIT).unwrap();
+    assert!(
+        matches!(&events[..], [GroupEvent::Assigned { generation: 1, partitions, .. }] if *partitions == tps(&[0, 1]))
+    );
+    let first = sent_subscription(&joins(&s)[0]);
+    assert_eq!(
+        (first.owned, first.generation),
+        (vec![], None),
+        "a first join owns nothing"
+    );
+    poll_until(&mut m, "a first heartbeat", |_| !heartbeats(&s).is_empty());
+
+    // A rebalance: no revocation before the join, which says what the member owns.
+    s.push::<HeartbeatRequest>(heartbeat_answer(KafkaCode::RebalanceInProgress));
+    let events = poll_until(&mut m, "generation 2", |m| {
+        m.generation().map(|g| g.id) == Some(2)
+    });
+    let rejoin = sent_subscription(&joins(&s)[1]);
+    assert_eq!(rejoin.owned, tps(&[0, 1]));
+    assert_eq!(rejoin.generation, Some(1));
+    // Generation 2 moves t-0 away: only it is revoked, in generation 2, with the (empty)
+    // addition, and the member asks for the follow-up rebalance.
+    assert_eq!(
+        events,
+        [
+            GroupEvent::Revoked {
+                generation: 2,
+                partitions: tps(&[0]),
+            },
+            GroupEvent::Assigned {
+                generation: 2,
+                partitions: vec![],
+                rebalanced: Some(true),
+            },
+        ]
+    );
+    assert_eq!(m.assignment().topic_partitions(), tps(&[1]));
+    assert!(m.rejoin_pending());
+    // The follow-up: generation 3 adds t-2, nothing is revoked.
+    let events = poll_until(&mut m, "generation 3", |m| {
+        m.generation().map(|g| g.id) == Some(3)
+    });
+    let follow_up = sent_subscription(&joins(&s)[2]);
+    assert_eq!((follow_up.owned, follow_up.generation), (tps(&[1]), Some(2)));
+    assert_eq!(
+        events,
+        [GroupEvent::Assigned {
+            generation: 3,
+            partitions: tps(&[2]),
+            rebalanced: Some(true),
+        }]
+    );
+    assert_eq!(m.assignment().topic_partitions(), tps(&[1, 2]));
+}
+
+#[test]
+fn a_cooperative_member_whose_generation_ends_loses_its_partitions() {
+    for code in [KafkaCode::IllegalGeneration, KafkaCode::UnknownMemberId] {
+        let s = script();
+        cooperative_group(&s, &[&[0, 1]]);
+        let mut m = cooperative_member(&s);
+        m.join(WAIT).unwrap();
+        poll_until(&mut m, "a first heartbeat", |_| !heartbeats(&s).is_empty());
+        s.push::<HeartbeatRequest>(heartbeat_answer(code));
+        let events = poll_until(&mut m, "generation 2", |m| {
+            m.generation().map(|g| g.id) == Some(2)
+        });
+        assert_eq!(
+            events[0],
+            GroupEvent::Lost {
+                generation: 1,
+                partitions: tps(&[0, 1]),
+            },
+            "{code}: {events:?}"
+        );
+        // What it lost it no longer claims.
+        let rejoin = sent_subscription(&joins(&s)[1]);
+        assert_eq!(rejoin.owned, vec![], "{code}");
+        assert!(matches!(&events[1], GroupEvent::Assigned { partitions, .. } if *partitions == tps(&[0, 1])));
+    }
 }
