@@ -4,16 +4,18 @@
 //! cargo run --release --example group_bench -- restart [RESTARTS]   # static restart -> assignment back
 //! cargo run --release --example group_bench -- dynamic [GROUPS]     # first join of a new dynamic group
 //! cargo run --release --example group_bench -- many [MEMBERS]       # N static members in one process
+//! cargo run --release --example group_bench -- absorb [ROUNDS] [WORK_MS]  # a 4th member joins: range vs cooperative-sticky
 //! ```
 //! Uses `KAFKA_BOOTSTRAP` if set, else starts a broker with `scripts/kafka` and stops it after.
 
 #[path = "support/mod.rs"]
 mod support;
 
-use kafka_group::Client;
-use kafka_group::{GroupEvent, GroupMember};
+use kafka_group::{Assignor, Client, CooperativeStickyAssignor, OffsetReset, ProducerRecord, RangeAssignor};
+use kafka_group::{GroupEvent, GroupMember, TopicPartition};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::BoxError;
 
@@ -27,7 +29,12 @@ fn main() -> Result<(), BoxError> {
         "restart" => restart(&bootstrap, n.unwrap_or(100)),
         "dynamic" => dynamic(&bootstrap, n.unwrap_or(50)),
         "many" => many(&bootstrap, n.unwrap_or(1000)),
-        other => Err(format!("unknown benchmark {other:?} (restart, dynamic, many)").into()),
+        "absorb" => absorb(
+            &bootstrap,
+            n.unwrap_or(3),
+            Duration::from_millis(args.get(2).and_then(|a| a.parse().ok()).unwrap_or(200)),
+        ),
+        other => Err(format!("unknown benchmark {other:?} (restart, dynamic, many, absorb)").into()),
     };
     result
 }
@@ -221,6 +228,190 @@ fn many(bootstrap: &str, n: usize) -> Result<(), BoxError> {
         if let Ok(Err(e)) = h.join() {
             eprintln!("member failed: {e}");
         }
+    }
+    Ok(())
+}
+
+/// What one consumer of [`absorb`] saw: its partitions, and when each record arrived.
+#[derive(Default)]
+struct Seen {
+    owned: BTreeSet<TopicPartition>,
+    arrivals: Vec<(Instant, TopicPartition)>,
+}
+
+/// Three consumers share a 12-partition topic that a producer writes to steadily (a record to
+/// every partition every 10 ms), each spending `work` on what every poll returns (the
+/// application's processing, which an eager rebalance waits for: a member rejoins only from
+/// its next poll); a fourth joins. Per round and assignor (interleaved: range, then
+/// cooperative-sticky): how long until every partition is owned by exactly one of the four;
+/// how many records the three consumed in that time (against their steady rate); and the
+/// longest stall of a partition that did not move (no record from it between two arrivals).
+fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError> {
+    println!("absorb: {rounds} rounds, {work:?} of work per poll");
+    const PARTITIONS: i32 = 12;
+    let c = client(bootstrap)?;
+    let mut rows: BTreeMap<&str, Vec<(Duration, f64, Duration)>> = BTreeMap::new();
+    for round in 0..rounds {
+        for (name, assignor) in [
+            ("range (eager)", Arc::new(RangeAssignor) as Arc<dyn Assignor>),
+            ("cooperative-sticky", Arc::new(CooperativeStickyAssignor)),
+        ] {
+            let topic = topic(&c, PARTITIONS)?;
+            let group = support::unique_name("absorb-bench");
+            let stop = Arc::new(AtomicBool::new(false));
+            let producer = {
+                let (c, topic, stop) = (c.clone(), topic.clone(), stop.clone());
+                std::thread::spawn(move || -> Result<(), String> {
+                    let mut p = c.producer().build().map_err(|e| e.to_string())?;
+                    while !stop.load(Ordering::Relaxed) {
+                        for part in 0..PARTITIONS {
+                            p.send(ProducerRecord::new(topic.as_str(), "x").partition(part))
+                                .map_err(|e| e.to_string())?;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    p.close().map_err(|e| e.to_string())
+                })
+            };
+            let start = |id: &str| -> Result<(Arc<Mutex<Seen>>, std::thread::JoinHandle<()>), BoxError> {
+                let mut consumer = c
+                    .consumer(&group)
+                    .group_instance_id(id)
+                    .subscribe([topic.as_str()])
+                    .assignors(vec![assignor.clone()])
+                    .session_timeout(Duration::from_secs(10))
+                    .heartbeat_interval(Duration::from_millis(500))
+                    .auto_offset_reset(OffsetReset::Latest)
+                    .fetch_max_wait(Duration::from_millis(50))
+                    .build()?;
+                let seen = Arc::new(Mutex::new(Seen::default()));
+                let (seen2, stop) = (seen.clone(), stop.clone());
+                let h = std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let polled = match consumer.poll(Duration::from_millis(100)) {
+                            Ok(p) => p,
+                            Err(e) => return eprintln!("consumer: {e}"),
+                        };
+                        let now = Instant::now();
+                        {
+                            let mut s = seen2.lock().unwrap();
+                            s.owned = consumer.assignment().into_iter().collect();
+                            s.arrivals
+                                .extend(polled.records.iter().map(|r| (now, r.topic_partition())));
+                        }
+                        if !polled.records.is_empty() {
+                            std::thread::sleep(work);
+                        }
+                    }
+                    let _ = consumer.close();
+                });
+                Ok((seen, h))
+            };
+            let mut members = Vec::new();
+            for id in ["a", "b", "c"] {
+                members.push(start(id)?);
+            }
+            let owned = |members: &[(Arc<Mutex<Seen>>, std::thread::JoinHandle<()>)]| -> Vec<BTreeSet<TopicPartition>> {
+                members.iter().map(|(s, _)| s.lock().unwrap().owned.clone()).collect()
+            };
+            let converged = |o: &[BTreeSet<TopicPartition>], n: usize| {
+                let all: Vec<&TopicPartition> = o.iter().flatten().collect();
+                let distinct: BTreeSet<&TopicPartition> = all.iter().copied().collect();
+                o.len() == n
+                    && o.iter().all(|x| !x.is_empty())
+                    && all.len() == PARTITIONS as usize
+                    && distinct.len() == all.len()
+            };
+            let wait = |members: &[(Arc<Mutex<Seen>>, std::thread::JoinHandle<()>)],
+                        n: usize|
+             -> Result<Vec<BTreeSet<TopicPartition>>, BoxError> {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    let o = owned(members);
+                    if converged(&o, n) {
+                        return Ok(o);
+                    }
+                    if Instant::now() > deadline {
+                        return Err(format!("{name}: no convergence: {o:?}").into());
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            };
+            let before = wait(&members, 3)?;
+            // Settle, so that the rate before is steady.
+            std::thread::sleep(Duration::from_secs(2));
+            let t0 = Instant::now();
+            members.push(start("d")?);
+            let after = wait(&members, 4)?;
+            let absorbed = t0.elapsed();
+            let t1 = Instant::now();
+            std::thread::sleep(Duration::from_millis(500));
+            let (mut in_window, mut steady) = (0usize, 0usize);
+            let mut stall = Duration::ZERO;
+            for (i, (seen, _)) in members.iter().enumerate().take(3) {
+                let s = seen.lock().unwrap();
+                in_window += s.arrivals.iter().filter(|(t, _)| *t >= t0 && *t <= t1).count();
+                steady += s
+                    .arrivals
+                    .iter()
+                    .filter(|(t, _)| *t < t0 && *t >= t0 - Duration::from_secs(1))
+                    .count();
+                // Longest gap between arrivals of a partition it kept, across the rebalance.
+                for tp in before[i].intersection(&after[i]) {
+                    // From its last record before the fourth member started to its first
+                    // after the group converged, every gap between two arrivals.
+                    let last_before = s
+                        .arrivals
+                        .iter()
+                        .rev()
+                        .find(|(t, p)| p == tp && *t < t0)
+                        .map(|(t, _)| *t);
+                    let mut times: Vec<Instant> = last_before.into_iter().collect();
+                    times.extend(
+                        s.arrivals
+                            .iter()
+                            .filter(|(t, p)| p == tp && *t >= t0)
+                            .map(|(t, _)| *t),
+                    );
+                    for w in times.windows(2) {
+                        stall = stall.max(w[1].duration_since(w[0]));
+                    }
+                    if times.last().is_none_or(|t| *t < t1) {
+                        // Nothing arrived after the rebalance: stalled at least until t1.
+                        stall = stall.max(t1.duration_since(times.last().copied().unwrap_or(t0)));
+                    }
+                }
+            }
+            let rate = in_window as f64 / absorbed.as_secs_f64().max(1e-3);
+            println!(
+                "round {round} {name:<20} absorbed in {absorbed:>9.2?}; kept partitions' longest stall {stall:>9.2?}; \
+                 consumed {rate:>7.0} rec/s during it by the three (steady {steady} rec/s)"
+            );
+            rows.entry(name)
+                .or_default()
+                .push((absorbed, rate / steady.max(1) as f64, stall));
+            stop.store(true, Ordering::Relaxed);
+            for (_, h) in members {
+                let _ = h.join();
+            }
+            producer.join().map_err(|_| "producer panicked")??;
+        }
+    }
+    for (name, r) in rows {
+        let mut absorbed: Vec<Duration> = r.iter().map(|x| x.0).collect();
+        let mut rate: Vec<f64> = r.iter().map(|x| x.1).collect();
+        let mut stall: Vec<Duration> = r.iter().map(|x| x.2).collect();
+        absorbed.sort();
+        rate.sort_by(f64::total_cmp);
+        stall.sort();
+        let mid = r.len() / 2;
+        println!(
+            "{name:<20} median of {}: absorbed {:.2?}, rate during it {:.0} % of steady, longest stall of a kept partition {:.2?}",
+            r.len(),
+            absorbed[mid],
+            rate[mid] * 100.0,
+            stall[mid]
+        );
     }
     Ok(())
 }
