@@ -376,7 +376,7 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError
                     for w in times.windows(2) {
                         stall = stall.max(w[1].duration_since(w[0]));
                     }
-                    if times.last().is_none_or(|t| *t < t1) {
+                    if times.last().map_or(true, |t| *t < t1) {
                         // Nothing arrived after the rebalance: stalled at least until t1.
                         stall = stall.max(t1.duration_since(times.last().copied().unwrap_or(t0)));
                     }
