@@ -54,6 +54,8 @@ const SCHEMAS: &[&str] = &[
     "SaslAuthenticateResponse.json",
     "ConsumerGroupHeartbeatRequest.json",
     "ConsumerGroupHeartbeatResponse.json",
+    "ConsumerGroupDescribeRequest.json",
+    "ConsumerGroupDescribeResponse.json",
     "ConsumerProtocolSubscription.json",
     "ConsumerProtocolAssignment.json",
 ];

@@ -1,11 +1,11 @@
 //! Consumer groups: list, describe, remove static members (ListGroups, DescribeGroups,
-//! LeaveGroup).
+//! LeaveGroup; `consumer_group.rs` for KIP-848 groups' ConsumerGroupDescribe).
 
 use super::{kafka_error, Admin};
 use crate::authorization::Scope;
 use crate::error::{Error, Result};
 use crate::group::requests;
-use crate::group::Assignment;
+use crate::group::{Assignment, GroupProtocol};
 use crate::net::versions::{self, REMOVE_MEMBERS_BY_INSTANCE_ID};
 use crate::protocol::messages::{DescribeGroupsResponse, LeaveGroupResponse, ListGroupsRequest};
 use crate::protocol::ApiKey;
@@ -45,8 +45,17 @@ pub struct MemberDescription {
     /// The assignment the leader gave the member, as sent.
     pub assignment: Bytes,
     /// `assignment` decoded, for groups of protocol type `consumer` that have one (`None`
-    /// during a rebalance, for other protocol types, or if the bytes do not parse).
+    /// during a rebalance, for other protocol types, or if the bytes do not parse). For a
+    /// `consumer`-protocol group, what the member owns (by topic name).
     pub decoded_assignment: Option<Assignment>,
+    /// The member's epoch (`consumer`-protocol groups; `None` for classic ones).
+    pub member_epoch: Option<i32>,
+    /// What the coordinator wants the member to own once it has reconciled
+    /// (`consumer`-protocol groups; `None` for classic ones).
+    pub target_assignment: Option<Assignment>,
+    /// The protocol the member speaks, in a `consumer`-protocol group on Kafka 4.0+
+    /// (ConsumerGroupDescribe v1): `Classic` for a member not yet migrated; `None` otherwise.
+    pub member_protocol: Option<GroupProtocol>,
 }
 
 /// A group as [`Admin::describe_group`] (DescribeGroups) reports it.
@@ -67,6 +76,14 @@ pub struct GroupDescription {
     /// When false the coordinator cannot tell static members from dynamic ones: on Kafka 2.3
     /// a static member shows with `group_instance_id: None`.
     pub instance_ids_reported: bool,
+    /// The group's protocol: `Consumer` for a KIP-848 group (described by
+    /// ConsumerGroupDescribe; `protocol` is then the coordinator's assignor, e.g. `uniform`),
+    /// `Classic` otherwise.
+    pub group_protocol: GroupProtocol,
+    /// The group epoch (`consumer`-protocol groups; `None` for classic ones).
+    pub group_epoch: Option<i32>,
+    /// The epoch of the group's target assignment (`consumer`-protocol groups).
+    pub assignment_epoch: Option<i32>,
 }
 
 impl Admin {
@@ -113,10 +130,27 @@ impl Admin {
         Ok(groups.into_values().collect())
     }
 
-    /// Describes `group` (DescribeGroups to its coordinator, found with FindCoordinator). A
-    /// group the coordinator does not know comes back in state `Dead` with no members.
+    /// Describes `group` at its coordinator (found with FindCoordinator): a KIP-848
+    /// `consumer`-protocol group by ConsumerGroupDescribe (Kafka 4.0+, where the coordinator
+    /// has it), with its epochs and each member's epoch and target assignment; a classic group
+    /// by DescribeGroups. [`GroupDescription::group_protocol`] says which. A group the
+    /// coordinator does not know comes back in state `Dead` with no members.
     pub fn describe_group(&self, group: &str) -> Result<GroupDescription> {
         self.with_coordinator(group, |coordinator, deadline| {
+            let asked = self.client.send_to_by(coordinator.id, deadline, |_| {
+                super::consumer_group::request(group)
+            });
+            match asked {
+                Ok(resp) => {
+                    if let Some(d) = super::consumer_group::description(group, resp)? {
+                        return Ok(d);
+                    }
+                }
+                // A coordinator without ConsumerGroupDescribe (before 4.0, or the new protocol
+                // off): only classic groups there.
+                Err(Error::UnsupportedVersion { .. }) => {}
+                Err(e) => return Err(e),
+            }
             let mut version = 0;
             let resp = self.client.send_to_by(coordinator.id, deadline, |v| {
                 version = v;
@@ -190,6 +224,9 @@ pub(crate) fn group_description(group: &str, resp: DescribeGroupsResponse) -> Re
             protocol: String::new(),
             members: Vec::new(),
             instance_ids_reported: true,
+            group_protocol: GroupProtocol::Classic,
+            group_epoch: None,
+            assignment_epoch: None,
         });
     }
     if code.is_error() {
@@ -226,6 +263,9 @@ pub(crate) fn group_description(group: &str, resp: DescribeGroupsResponse) -> Re
                 metadata: m.member_metadata,
                 assignment: m.member_assignment,
                 decoded_assignment,
+                member_epoch: None,
+                target_assignment: None,
+                member_protocol: None,
             }
         })
         .collect();
@@ -237,6 +277,9 @@ pub(crate) fn group_description(group: &str, resp: DescribeGroupsResponse) -> Re
         members,
         // The response does not say which version it is; describe_group knows and corrects it.
         instance_ids_reported: true,
+        group_protocol: GroupProtocol::Classic,
+        group_epoch: None,
+        assignment_epoch: None,
     })
 }
 

@@ -11,6 +11,7 @@
 //! lag). This file holds the handle and what they share: finding the coordinator or the
 //! controller, per-topic retries, waiting for metadata to settle.
 
+mod consumer_group;
 mod groups;
 mod offsets;
 mod topics;

@@ -17,6 +17,7 @@ mod builder;
 mod config;
 #[allow(dead_code)] // issue 17 wires it into the member; until then only its tests use it.
 pub(crate) mod consumer_protocol;
+mod group_protocol;
 mod heartbeat;
 mod leader;
 pub mod member;
@@ -34,6 +35,7 @@ pub(crate) use builder::member_setters;
 pub use builder::MemberBuilder;
 pub(crate) use config::MemberConfig;
 pub use config::{MissingTopicPolicy, OldBrokerPolicy};
+pub use group_protocol::GroupProtocol;
 pub(crate) use member::missing_topics_hint;
 pub use member::{GroupEvent, GroupMember};
 pub use metrics::MemberMetrics;

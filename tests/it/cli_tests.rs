@@ -408,3 +408,107 @@ fn join_refuses_a_bad_topic_name_before_connecting() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("bad topic!"), "{}", run.stderr);
 }
+
+/// A KIP-848 `consumer`-protocol group (two of Kafka's Java consumers with
+/// `group.protocol=consumer`, static) as `Admin::describe_group` and the CLI show it:
+/// ConsumerGroupDescribe's epochs and per-member target assignment, where DescribeGroups would
+/// have called the group `Dead`; and `remove-member` of one of them.
+#[test]
+fn a_consumer_protocol_group_is_described_with_its_epochs_and_members() {
+    use crate::support::java::Java;
+    use kafka_group::GroupProtocol;
+    let b = broker::shared();
+    let bootstrap = b.bootstrap();
+    let client = client(bootstrap);
+    let topic = topic_with_partitions(&client, 4);
+    let group = unique_name("cli-kip848");
+    let java = Java::new(b.version()).with_config(&[("group.protocol", "consumer".into())]);
+    let j1 = java.consumer(bootstrap, &topic, &group, "kip848-1", Some("j1"));
+    let j2 = java.consumer(bootstrap, &topic, &group, "kip848-2", Some("j2"));
+    let admin = client.admin();
+    let mut d = None;
+    wait_for(
+        "both Java members stable with 2 partitions each",
+        Duration::from_secs(60),
+        || {
+            let got = admin.describe_group(&group).unwrap();
+            let settled = got.state == "Stable"
+                && got.members.len() == 2
+                && got.members.iter().all(|m| {
+                    m.decoded_assignment.as_ref().map(|a| a.topic_partitions().len()) == Some(2)
+                        && m.decoded_assignment == m.target_assignment
+                });
+            d = Some(got);
+            settled
+        },
+    );
+    let d = d.unwrap();
+    assert_eq!(d.group_protocol, GroupProtocol::Consumer);
+    assert_eq!(d.protocol_type, "consumer");
+    assert_eq!(d.protocol, "uniform", "Kafka 4's default server-side assignor");
+    let epoch = d.group_epoch.unwrap();
+    assert!(epoch >= 2 && d.assignment_epoch == Some(epoch), "{d:?}");
+    let mut ids: Vec<&str> = d
+        .members
+        .iter()
+        .filter_map(|m| m.group_instance_id.as_deref())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["j1", "j2"]);
+    for m in &d.members {
+        assert!(m.member_epoch.unwrap() > 0, "{m:?}");
+        assert_eq!(m.member_protocol, Some(GroupProtocol::Consumer));
+    }
+
+    let run = cli(bootstrap, &["describe", &group]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for part in [
+        "Group protocol: consumer",
+        "Assignor:       uniform",
+        "EPOCH",
+        "TARGET",
+        "j1",
+        "j2",
+    ] {
+        assert!(
+            run.stdout.contains(part),
+            "{part:?} missing from:\n{}",
+            run.stdout
+        );
+    }
+    let doc = json(&cli(bootstrap, &["--json", "describe", &group]));
+    assert_eq!(doc["group_protocol"], "consumer");
+    assert_eq!(doc["group_epoch"], epoch);
+    assert!(doc["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["member_epoch"].as_i64() > Some(0)));
+
+    // A classic group on the same broker is still described by DescribeGroups.
+    let classic = unique_name("cli-classic");
+    let a = Running::start(static_member(&client, &classic, &topic, "c-a"));
+    wait_for("a classic member", Duration::from_secs(30), || converged([&a], 4));
+    let c = admin.describe_group(&classic).unwrap();
+    assert_eq!(
+        (c.group_protocol, c.group_epoch, c.members.len()),
+        (GroupProtocol::Classic, None, 1)
+    );
+    drop(a);
+
+    // remove-member of a static consumer-protocol member: its partitions go to the other.
+    drop(j1);
+    let run = cli(bootstrap, &["remove-member", &group, "--instance-id", "j1"]);
+    eprintln!("remove-member: {}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    wait_for("j2 alone with every partition", Duration::from_secs(30), || {
+        let d = admin.describe_group(&group).unwrap();
+        d.members.len() == 1
+            && d.members[0]
+                .decoded_assignment
+                .as_ref()
+                .map(|a| a.topic_partitions().len())
+                == Some(4)
+    });
+    drop(j2);
+}

@@ -3,7 +3,7 @@
 
 use crate::output::{Json, Table};
 use crate::{Ctx, Failure, NOT_FOUND};
-use kafka_group::{Assignment, TopicPartition};
+use kafka_group::{Assignment, GroupProtocol, TopicPartition};
 use kafka_group::{GroupDescription, MemberDescription, PartitionLag};
 use std::collections::BTreeMap;
 
@@ -90,9 +90,22 @@ fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
     let empty = |s: &str| dash(Some(s).filter(|s| !s.is_empty()));
     outln!("Group:          {}", group.group_id);
     outln!("State:          {}", group.state);
+    outln!("Group protocol: {}", group.group_protocol);
     outln!("Protocol type:  {}", empty(&group.protocol_type));
-    outln!("Protocol:       {}", empty(&group.protocol));
-    outln!("Generation:     unknown (DescribeGroups does not return it)");
+    match group.group_protocol {
+        GroupProtocol::Classic => {
+            outln!("Protocol:       {}", empty(&group.protocol));
+            outln!("Generation:     unknown (DescribeGroups does not return it)");
+        }
+        GroupProtocol::Consumer => {
+            outln!("Assignor:       {} (the coordinator's)", empty(&group.protocol));
+            outln!(
+                "Epochs:         group {}, target assignment {}",
+                dash(group.group_epoch),
+                dash(group.assignment_epoch)
+            );
+        }
+    }
     outln!("Members:        {}", group.members.len());
     if !group.instance_ids_reported && !group.members.is_empty() {
         outln!(
@@ -102,16 +115,41 @@ fn print_text(group: &GroupDescription, lag: &[PartitionLag]) {
         );
     }
     outln!();
-    let mut members = Table::new(&["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"]);
+    let consumer = group.group_protocol == GroupProtocol::Consumer;
+    let list = |ps: Vec<TopicPartition>| {
+        let ps: Vec<String> = ps.iter().map(TopicPartition::to_string).collect();
+        if ps.is_empty() {
+            "-".into()
+        } else {
+            ps.join(",")
+        }
+    };
+    let mut heads = vec!["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"];
+    if consumer {
+        // KIP-848: each member's epoch, what the coordinator wants it to own, and whether it
+        // still speaks the classic protocol (a group being migrated).
+        heads.extend(["EPOCH", "TARGET", "PROTOCOL"]);
+    }
+    let mut members = Table::new(&heads);
     for m in &group.members {
-        let ps: Vec<String> = partitions(m).iter().map(TopicPartition::to_string).collect();
-        members.row(vec![
+        let mut row = vec![
             m.member_id.clone(),
             instance_cell(group, m),
             m.client_id.clone(),
             m.client_host.clone(),
-            if ps.is_empty() { "-".into() } else { ps.join(",") },
-        ]);
+            list(partitions(m)),
+        ];
+        if consumer {
+            row.push(dash(m.member_epoch));
+            row.push(list(
+                m.target_assignment
+                    .as_ref()
+                    .map(|a| a.topic_partitions())
+                    .unwrap_or_default(),
+            ));
+            row.push(dash(m.member_protocol));
+        }
+        members.row(row);
     }
     out!("{members}");
     outln!();
@@ -161,6 +199,17 @@ fn to_json(group: &GroupDescription, lag: &[PartitionLag]) -> Json {
                 ("client_id", Json::str(&m.client_id)),
                 ("host", Json::str(&m.client_host)),
                 ("assignment", Json::Arr(assignment)),
+                ("member_epoch", Json::opt_int(m.member_epoch.map(i64::from))),
+                (
+                    "target_assignment",
+                    m.target_assignment.as_ref().map_or(Json::Null, |a| {
+                        Json::Arr(a.topic_partitions().iter().map(Json::topic_partition).collect())
+                    }),
+                ),
+                (
+                    "member_protocol",
+                    Json::opt_str(m.member_protocol.map(|p| p.to_string())),
+                ),
             ])
         })
         .collect();
@@ -186,11 +235,18 @@ fn to_json(group: &GroupDescription, lag: &[PartitionLag]) -> Json {
     Json::Obj(vec![
         ("group", Json::str(&group.group_id)),
         ("state", Json::str(&group.state)),
+        ("group_protocol", Json::str(group.group_protocol.to_string())),
         ("protocol_type", Json::str(&group.protocol_type)),
         ("protocol", Json::str(&group.protocol)),
+        ("group_epoch", Json::opt_int(group.group_epoch.map(i64::from))),
+        (
+            "assignment_epoch",
+            Json::opt_int(group.assignment_epoch.map(i64::from)),
+        ),
         // False on Kafka 2.3 and older: group_instance_id is then null for static members too.
         ("instance_ids_reported", Json::Bool(group.instance_ids_reported)),
-        // DescribeGroups does not carry the generation; null says "not known", not "none".
+        // DescribeGroups does not carry the generation; null says "not known", not "none"
+        // (consumer-protocol groups have epochs instead).
         ("generation", Json::Null),
         ("members", Json::Arr(members)),
         ("offsets", Json::Arr(offsets)),

@@ -15,7 +15,9 @@
 //       and "<partition> <offset> <value>" for each record.
 //
 // Either command may be preceded by --config FILE: a Java properties file whose entries (security
-// settings: security.protocol, ssl.*, sasl.*) are added to the client's configuration.
+// settings: security.protocol, ssl.*, sasl.*; partition.assignment.strategy; group.protocol) are
+// added to the client's configuration. With group.protocol=consumer (KIP-848) the assignor and
+// the session and heartbeat settings are left out, as that protocol has the coordinator decide.
 
 import java.io.FileReader;
 import java.io.IOException;
@@ -142,6 +144,13 @@ public final class InteropClient {
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.putAll(EXTRA);
+        if ("consumer".equals(p.get("group.protocol"))) {
+            // KIP-848: the coordinator assigns and sets the session and heartbeat timings; the
+            // Java client refuses these with group.protocol=consumer.
+            p.remove(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG);
+            p.remove(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG);
+            p.remove(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG);
+        }
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
         consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
             @Override
