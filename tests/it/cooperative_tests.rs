@@ -514,3 +514,41 @@ mod java {
         run(false);
     }
 }
+
+#[test]
+fn a_static_cooperative_member_restarting_within_its_session_gets_its_partitions_back_untouched() {
+    let client = client(broker::shared().bootstrap());
+    let topic = create_topic(&client, "coop-static", PARTITIONS, 1);
+    let group = unique_name("coop-static");
+    let coop = || Arc::new(CooperativeStickyAssignor) as Arc<dyn Assignor>;
+    let mut members: Vec<Member> = ["a", "b", "c"]
+        .iter()
+        .map(|n| Member::start(&client, &group, &topic, n, coop()))
+        .collect();
+    let before = wait_converged(&members.iter().collect::<Vec<_>>());
+    // Let the group settle into its last generation.
+    std::thread::sleep(Duration::from_secs(2));
+    let restarted_at = Instant::now();
+    members.remove(1).close();
+    members.insert(1, Member::start(&client, &group, &topic, "b", coop()));
+    let after = wait_converged(&members.iter().collect::<Vec<_>>());
+    assert_eq!(after, before, "the same partitions, every member");
+    let b_events = members[1].events_since(restarted_at);
+    assert!(
+        matches!(&b_events[..], [(_, GroupEvent::Assigned { partitions, .. })] if partitions.iter().cloned().collect::<BTreeSet<_>>() == before[1]),
+        "{b_events:?}"
+    );
+    // Give a rebalance, had there been one, time to show.
+    std::thread::sleep(SESSION / 2);
+    for i in [0, 2] {
+        assert!(
+            members[i].events_since(restarted_at).is_empty(),
+            "{}: {:?}",
+            members[i].name,
+            members[i].events_since(restarted_at)
+        );
+    }
+    for m in members {
+        m.close();
+    }
+}

@@ -2,7 +2,9 @@
 //! three static members that commit after every poll while the test restarts them at random
 //! (seeded, so a failure replays): within the session timeout, beyond it, and by starting a
 //! duplicate of a running instance id, which must fence the older process. The bookkeeping is
-//! the shared [`Checker`]'s, so this test and the chaos suite count loss the same way.
+//! the shared [`Checker`]'s, so this test and the chaos suite count loss the same way. The
+//! same scenario runs with the eager range assignor and with cooperative-sticky (KIP-429),
+//! whose rebalances revoke and add partitions incrementally.
 
 use crate::consumer_tests::builder;
 use crate::group_tests::{client, topic_with_partitions};
@@ -11,7 +13,9 @@ use crate::support::rng::Rng;
 use crate::support::{broker, unique_name, wait_for};
 use kafka_group::unstable::key_partition;
 use kafka_group::ProducerRecord;
-use kafka_group::{Client, Consumer, Error};
+use kafka_group::{
+    Assignor, Client, Consumer, CooperativeStickyAssignor, Error, RangeAssignor, RebalanceProtocol,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -48,6 +52,7 @@ struct Ctx {
     checker: Checker,
     throttle: Arc<AtomicBool>,
     incarnations: AtomicUsize,
+    assignor: Arc<dyn Assignor>,
 }
 
 struct Slot {
@@ -64,6 +69,7 @@ impl Slot {
             .group_instance_id(instance)
             .session_timeout(SESSION)
             .max_poll_records(MAX_POLL_RECORDS)
+            .assignors(vec![ctx.assignor.clone()])
             .build()
             .unwrap();
         let stop = Arc::new(AtomicU8::new(RUN));
@@ -86,6 +92,7 @@ impl Slot {
 
 /// The application loop of one consumer process: poll, process, commit.
 fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &AtomicU8) -> End {
+    let cooperative = c.member().map(|m| m.rebalance_protocol()) == Some(RebalanceProtocol::Cooperative);
     loop {
         if stop.load(Ordering::SeqCst) == CLOSE {
             return match c.close() {
@@ -98,16 +105,24 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
             Err(Error::Fenced { .. }) => return End::Fenced,
             Err(e) => return End::Failed(format!("poll: {e}")),
         };
-        if polled.revoked().is_some() {
+        if polled.lost().is_some() {
+            log.revoked();
+        }
+        if let Some(revoked) = polled.revoked() {
             // Each poll's records were committed (or the commit rejected) right after they were
             // processed, so there is nothing left to commit before the rejoin.
-            log.revoked();
-            continue;
+            if !cooperative {
+                log.revoked();
+                continue;
+            }
+            // Cooperative: only these go; what the poll added comes with them.
+            log.revoked_some(revoked);
         }
         // The committed offsets this incarnation starts from: no delivery may go below them.
         if let Some(assigned) = polled.assigned() {
             let assigned = assigned.to_vec();
             match c.committed(&assigned) {
+                Ok(map) if cooperative => log.assigned_more(&assigned, &map),
                 Ok(map) => log.assigned(&assigned, &map),
                 Err(Error::Fenced { .. }) => return End::Fenced,
                 Err(e) => return End::Failed(format!("committed: {e}")),
@@ -146,6 +161,15 @@ fn processed(ctx: &Ctx) -> usize {
 
 #[test]
 fn static_members_restarted_at_random_lose_nothing() {
+    lose_nothing(Arc::new(RangeAssignor));
+}
+
+#[test]
+fn cooperative_static_members_restarted_at_random_lose_nothing() {
+    lose_nothing(Arc::new(CooperativeStickyAssignor));
+}
+
+fn lose_nothing(assignor: Arc<dyn Assignor>) {
     let started = Instant::now();
     let b = broker::shared();
     let client = client(b.bootstrap());
@@ -178,6 +202,7 @@ fn static_members_restarted_at_random_lose_nothing() {
         checker: checker.clone(),
         throttle: Arc::new(AtomicBool::new(true)),
         incarnations: AtomicUsize::new(0),
+        assignor,
     };
     let sampler = checker.sample_committed(client.clone(), &group);
     let mut slots: Vec<Slot> = ["m0", "m1", "m2"].iter().map(|i| Slot::start(&ctx, i)).collect();

@@ -474,9 +474,19 @@ impl MemberLog {
         partitions: &[TopicPartition],
         committed: &BTreeMap<TopicPartition, Option<i64>>,
     ) {
-        let mut s = lock(&self.checker.state);
         self.runs.clear();
         self.uncommitted.clear();
+        self.assigned_more(partitions, committed);
+    }
+
+    /// [`assigned`](Self::assigned) for partitions added to those kept (cooperative
+    /// rebalancing): the kept ones' runs go on.
+    pub fn assigned_more(
+        &mut self,
+        partitions: &[TopicPartition],
+        committed: &BTreeMap<TopicPartition, Option<i64>>,
+    ) {
+        let mut s = lock(&self.checker.state);
         for tp in partitions {
             let seen = s.committed.get(tp).copied();
             let broker = committed.get(tp).copied().flatten();
@@ -506,6 +516,17 @@ impl MemberLog {
     pub fn revoked(&mut self) {
         self.runs.clear();
         self.uncommitted.clear();
+    }
+
+    /// A cooperative rebalance revoked `partitions` and only them: their runs end, and their
+    /// deliveries not committed yet stay so (no later commit of this consumer covers them).
+    pub fn revoked_some(&mut self, partitions: &[TopicPartition]) {
+        let s = lock(&self.checker.state);
+        for tp in partitions {
+            self.runs.remove(tp);
+        }
+        self.uncommitted
+            .retain(|&i| !partitions.contains(&s.deliveries[i].tp));
     }
 
     /// The poll returned `records`.
