@@ -394,7 +394,7 @@ mod java {
 
     /// The Java consumer's partitions, from its listener's lines ("# assigned … partitions=…",
     /// "# revoked …"), which under the cooperative protocol name what was added or revoked.
-    fn java_owned(p: &Process) -> BTreeSet<i32> {
+    pub(super) fn java_owned(p: &Process) -> BTreeSet<i32> {
         let mut owned = BTreeSet::new();
         for line in p.stdout() {
             let list = |s: &str| -> Vec<i32> { s.split(',').filter_map(|x| x.trim().parse().ok()).collect() };
@@ -551,4 +551,94 @@ fn a_static_cooperative_member_restarting_within_its_session_gets_its_partitions
     for m in members {
         m.close();
     }
+}
+
+/// Kafka 4's online migration of a classic group to the consumer protocol (KIP-848): a member
+/// on `group.protocol=consumer` (Kafka's Java consumer) joins a group of our classic members;
+/// the coordinator converts the group, keeps ours as classic members of it and assigns to all
+/// three with its own assignor. Ours must go on consuming, each partition owned once; with
+/// cooperative-sticky they give up only what moves.
+fn classic_members_in_a_group_migrating_to_the_consumer_protocol(assignor: fn() -> Arc<dyn Assignor>) {
+    use kafka_group::GroupProtocol;
+    let b = broker::shared();
+    let client = client(b.bootstrap());
+    let topic = create_topic(&client, "migrating", PARTITIONS, 1);
+    let group = unique_name("migrating");
+    let _flow = Flow::start(&client, &topic);
+    let ours = [
+        Member::start(&client, &group, &topic, "a", assignor()),
+        Member::start(&client, &group, &topic, "b", assignor()),
+    ];
+    let before = wait_converged(&ours.iter().collect::<Vec<_>>());
+    let admin = client.admin();
+    assert_eq!(
+        admin.describe_group(&group).unwrap().group_protocol,
+        GroupProtocol::Classic
+    );
+    let joined_at = Instant::now();
+    let java = Java::new(b.version()).with_config(&[("group.protocol", "consumer".into())]);
+    let jc = java.consumer(b.bootstrap(), &topic, &group, "migrating-java", Some("j"));
+    let mut owned = Vec::new();
+    wait_for("the migrated group to converge", SETTLE, || {
+        let j: BTreeSet<TopicPartition> = java::java_owned(&jc)
+            .into_iter()
+            .map(|p| TopicPartition::new(topic.as_str(), p))
+            .collect();
+        owned = ours.iter().map(|m| m.owned()).collect::<Vec<_>>();
+        owned.push(j);
+        converged(&owned) && owned.iter().all(|o| o.len() == 2)
+    });
+    let d = admin.describe_group(&group).unwrap();
+    assert_eq!(d.group_protocol, GroupProtocol::Consumer, "{d:?}");
+    for m in &d.members {
+        let expected = match m.group_instance_id.as_deref() {
+            Some("j") => GroupProtocol::Consumer,
+            _ => GroupProtocol::Classic,
+        };
+        assert_eq!(m.member_protocol, Some(expected), "{m:?}");
+    }
+    let cooperative = assignor().rebalance_protocol() == RebalanceProtocol::Cooperative;
+    for (i, m) in ours.iter().enumerate() {
+        let mut revoked = BTreeSet::new();
+        for (_, e) in m.events_since(joined_at) {
+            match e {
+                GroupEvent::Revoked { partitions, .. } => revoked.extend(partitions),
+                GroupEvent::Lost { .. } => panic!("{} lost its partitions", m.name),
+                _ => {}
+            }
+        }
+        if cooperative {
+            let gone: BTreeSet<TopicPartition> = before[i].difference(&owned[i]).cloned().collect();
+            assert_eq!(revoked, gone, "{} revoked only what moved", m.name);
+        }
+        // Still consuming after the migration.
+        let now = Instant::now();
+        wait_for("records after the migration", SETTLE, || {
+            m.fetched_between(now, Instant::now()).len() == owned[i].len()
+        });
+    }
+    eprintln!(
+        "migrating to the consumer protocol ({}): {:?}, group epoch {:?}",
+        if cooperative {
+            "cooperative-sticky"
+        } else {
+            "range"
+        },
+        owned.iter().map(BTreeSet::len).collect::<Vec<_>>(),
+        d.group_epoch
+    );
+    for m in ours {
+        m.close();
+    }
+    drop(jc);
+}
+
+#[test]
+fn cooperative_classic_members_stay_in_a_group_migrating_to_the_consumer_protocol() {
+    classic_members_in_a_group_migrating_to_the_consumer_protocol(|| Arc::new(CooperativeStickyAssignor));
+}
+
+#[test]
+fn eager_classic_members_stay_in_a_group_migrating_to_the_consumer_protocol() {
+    classic_members_in_a_group_migrating_to_the_consumer_protocol(|| Arc::new(kafka_group::RangeAssignor));
 }
