@@ -8,13 +8,13 @@
 //! member records when each event and each record reached it, so that "kept fetching during
 //! the rebalance" is checked on the records' arrival times rather than assumed.
 
-use crate::group_tests::{client, HEARTBEAT, SESSION};
+use crate::group_tests::{client, SESSION};
 use crate::support::java::Java;
 use crate::support::process::Process;
 use crate::support::{broker, create_topic, unique_name, wait_for};
 use kafka_group::{
-    Assignor, Client, Consumer, CooperativeStickyAssignor, GroupEvent, OffsetReset, ProducerRecord,
-    RebalanceProtocol, StickyAssignor, TopicPartition,
+    Assignor, Client, Consumer, CooperativeStickyAssignor, GroupEvent, ProducerRecord, RebalanceProtocol,
+    StickyAssignor, TopicPartition,
 };
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,17 +44,9 @@ struct Member {
 
 impl Member {
     fn start(client: &Client, group: &str, topic: &str, name: &str, assignor: Arc<dyn Assignor>) -> Member {
-        let mut consumer = client
-            .consumer(group)
-            .subscribe([topic])
+        let mut consumer = crate::consumer_tests::builder(client, group, topic)
             .group_instance_id(name)
             .assignors(vec![assignor])
-            .session_timeout(SESSION)
-            .heartbeat_interval(HEARTBEAT)
-            .max_poll_interval(Duration::from_secs(20))
-            .auto_offset_reset(OffsetReset::Earliest)
-            .enable_auto_commit(false)
-            .fetch_max_wait(Duration::from_millis(100))
             .build()
             .unwrap();
         let log = Arc::new(Mutex::new(Log::default()));

@@ -226,12 +226,8 @@ impl Assignor for StickyAssignor {
         members: &[MemberSubscription],
         partitions: &BTreeMap<String, i32>,
     ) -> BTreeMap<String, Assignment> {
-        let order = sorted(members);
-        let claims = members
-            .iter()
-            .map(|m| (m.member_id.clone(), user_data::sticky_claim(&m.subscription)))
-            .collect();
-        into_assignments(members, sticky::balance(&order, &claims, partitions))
+        let claims = claims(members, user_data::sticky_claim);
+        into_assignments(members, sticky::balance(&sorted(members), &claims, partitions))
     }
 }
 
@@ -262,10 +258,7 @@ impl Assignor for CooperativeStickyAssignor {
         partitions: &BTreeMap<String, i32>,
     ) -> BTreeMap<String, Assignment> {
         let order = sorted(members);
-        let claims = members
-            .iter()
-            .map(|m| (m.member_id.clone(), user_data::cooperative_claim(&m.subscription)))
-            .collect();
+        let claims = claims(members, user_data::cooperative_claim);
         let (before, contested) = sticky::owners(&order, &claims, partitions);
         let mut balanced = sticky::balance(&order, &claims, partitions);
         let withheld = sticky::withhold_moving(&mut balanced, &before, &contested);
@@ -276,6 +269,17 @@ impl Assignor for CooperativeStickyAssignor {
         }
         into_assignments(members, balanced)
     }
+}
+
+/// Member id → what the member claims to own, read from its subscription by `claim`.
+fn claims(
+    members: &[MemberSubscription],
+    claim: fn(&Subscription) -> sticky::Claim,
+) -> BTreeMap<String, sticky::Claim> {
+    members
+        .iter()
+        .map(|m| (m.member_id.clone(), claim(&m.subscription)))
+        .collect()
 }
 
 /// Member id → partitions as assignments, every member with an entry (an empty one if it gets
