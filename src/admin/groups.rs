@@ -27,6 +27,9 @@ pub struct ListedGroup {
     /// Group state such as `Stable` or `Empty`; `None` from brokers before Kafka 2.6
     /// (ListGroups v4).
     pub state: Option<String>,
+    /// Group type (ListGroups v5, Kafka 3.8+, KIP-848): `classic`, `consumer` (the KIP-848
+    /// protocol), `share` or `streams`; `None` from older brokers.
+    pub group_type: Option<String>,
 }
 
 /// One member of a group, from DescribeGroups.
@@ -117,12 +120,15 @@ impl Admin {
             for g in listed {
                 // Only v4+ carries the state; below it the field decodes to its empty default.
                 let state = Some(g.group_state).filter(|s| !s.is_empty());
+                // Likewise the type, from v5.
+                let group_type = Some(g.group_type).filter(|t| !t.is_empty());
                 groups.insert(
                     g.group_id.clone(),
                     ListedGroup {
                         group_id: g.group_id.into(),
                         protocol_type: g.protocol_type.into(),
                         state: state.map(Into::into),
+                        group_type: group_type.map(Into::into),
                     },
                 );
             }

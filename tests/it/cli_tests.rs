@@ -485,6 +485,10 @@ fn a_consumer_protocol_group_is_described_with_its_epochs_and_members() {
         .iter()
         .all(|m| m["member_epoch"].as_i64() > Some(0)));
 
+    let listed = admin.list_groups().unwrap();
+    let mine = listed.iter().find(|g| g.group_id == group).expect("listed");
+    assert_eq!(mine.group_type.as_deref(), Some("consumer"), "{mine:?}");
+
     // A classic group on the same broker is still described by DescribeGroups.
     let classic = unique_name("cli-classic");
     let a = Running::start(static_member(&client, &classic, &topic, "c-a"));
@@ -494,6 +498,9 @@ fn a_consumer_protocol_group_is_described_with_its_epochs_and_members() {
         (c.group_protocol, c.group_epoch, c.members.len()),
         (GroupProtocol::Classic, None, 1)
     );
+    let listed = admin.list_groups().unwrap();
+    let theirs = listed.iter().find(|g| g.group_id == classic).expect("listed");
+    assert_eq!(theirs.group_type.as_deref(), Some("classic"), "{theirs:?}");
     drop(a);
 
     // remove-member of a static consumer-protocol member: its partitions go to the other.
