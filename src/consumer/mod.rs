@@ -368,7 +368,7 @@ impl Consumer {
         self.positions.forget_revoked();
         // A cooperative member that still has partitions keeps fetching them while it
         // rejoins: the group is polled without waiting, between fetches.
-        let keeps_fetching = !self.positions.assignment().is_empty();
+        let keeps_fetching = self.positions.assigned().next().is_some();
         let mut wait =
             if subscribed && !keeps_fetching && self.member.as_ref().is_some_and(GroupMember::rejoin_pending)
             {

@@ -165,9 +165,9 @@ pub struct GroupMember {
     assignment: Assignment,
     /// Eager or cooperative: what every assignor this member offers supports.
     protocol: RebalanceProtocol,
-    /// The last assignment SyncGroup gave and its generation, kept through an eager
-    /// revocation: what the sticky assignors' user data says this member owned.
-    last_assigned: Option<(Assignment, i32)>,
+    /// The last assignment SyncGroup gave (of generation `last_generation`), kept through an
+    /// eager revocation: what the sticky assignors' user data says this member owned.
+    last_assigned: Assignment,
     /// A cooperative member's generation ended under it (a join answered UNKNOWN_MEMBER_ID):
     /// the next join starts by giving its partitions up as lost, as Java's does.
     generation_lost: bool,
@@ -284,7 +284,7 @@ impl GroupMember {
             conn: None,
             assignment: Assignment::default(),
             protocol,
-            last_assigned: None,
+            last_assigned: Assignment::default(),
             generation_lost: false,
             warned_fallback: false,
             heartbeat,
@@ -521,9 +521,7 @@ impl GroupMember {
                 reset_member_id: reset,
             });
         }
-        // Cooperative members keep their partitions (and the consumer keeps fetching them)
-        // through the rebalance; the assignment says which to give up.
-        if !self.assignment.is_empty() && self.protocol == RebalanceProtocol::Eager {
+        if self.revokes_before_joining() {
             events.push(self.revoke_all());
         }
     }
@@ -695,7 +693,7 @@ impl GroupMember {
                         partitions: change.added,
                         rebalanced,
                     });
-                    self.last_assigned = Some((assignment.clone(), generation.id));
+                    self.last_assigned = assignment.clone();
                     self.assignment = assignment;
                     self.last_metadata_check = Instant::now();
                     self.missing_check = Some(Instant::now());
@@ -898,7 +896,7 @@ impl GroupMember {
                 // Eager protocol: hand the revocation to the caller first, so it can commit
                 // what it processed while its generation is still valid; the join happens on
                 // the next poll. Cooperative members keep their partitions and join at once.
-                if !self.assignment.is_empty() && self.protocol == RebalanceProtocol::Eager {
+                if self.revokes_before_joining() {
                     events.push(self.revoke_all());
                     return Ok(events);
                 }
@@ -1016,7 +1014,8 @@ impl GroupMember {
                 log::info!("{}: rejoin needed ({reason})", self.ctx());
                 // A cooperative member keeps its partitions through a rebalance, but not past
                 // the end of its generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID): others
-                // may own them already, so they are lost, as Java's `onPartitionsLost`.
+                // may own them already, so they are lost (in the generation they belonged
+                // to, before the rejoin resets it), as Java's `onPartitionsLost`.
                 let over = reason != KafkaCode::RebalanceInProgress;
                 if over && self.protocol == RebalanceProtocol::Cooperative && !self.assignment.is_empty() {
                     events.push(self.lose_all());
@@ -1261,23 +1260,28 @@ impl GroupMember {
             .filter(|_| self.static_member)
     }
 
+    /// Whether this member gives up its partitions before it rejoins: under the eager
+    /// protocol; cooperative members keep them (and the consumer keeps fetching them) through
+    /// the rebalance, and the new assignment says which to give up.
+    fn revokes_before_joining(&self) -> bool {
+        !self.assignment.is_empty() && self.protocol == RebalanceProtocol::Eager
+    }
+
     /// The subscription sent for `assignor`: a cooperative member says what it owns and from
     /// which generation; each assignor adds its own user data.
     fn subscription_metadata(&self, assignor: &dyn super::Assignor) -> Subscription {
         let cooperative = self.protocol == RebalanceProtocol::Cooperative;
-        let last = self.last_assigned.as_ref().map(|(a, g)| (a, *g));
+        let owns = cooperative && !self.assignment.is_empty();
         Subscription {
             topics: self.config.topics.clone(),
-            user_data: assignor.subscription_user_data(last),
-            owned: match cooperative {
+            user_data: assignor
+                .subscription_user_data(self.last_generation.map(|g| (&self.last_assigned, g))),
+            owned: match owns {
                 true => self.assignment.topic_partitions(),
                 false => Vec::new(),
             },
             rack_id: self.config.client_rack.clone(),
-            generation: match cooperative && !self.assignment.is_empty() {
-                true => self.last_assigned.as_ref().map(|(_, g)| *g),
-                false => None,
-            },
+            generation: self.last_generation.filter(|_| owns),
         }
     }
 

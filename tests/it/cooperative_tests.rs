@@ -185,6 +185,28 @@ impl Drop for Flow {
     }
 }
 
+fn coop() -> Arc<dyn Assignor> {
+    Arc::new(CooperativeStickyAssignor)
+}
+
+fn sticky() -> Arc<dyn Assignor> {
+    Arc::new(StickyAssignor)
+}
+
+/// One of our consumers per name, all with `assignor`.
+fn start_members(
+    client: &Client,
+    group: &str,
+    topic: &str,
+    names: &[&str],
+    assignor: fn() -> Arc<dyn Assignor>,
+) -> Vec<Member> {
+    names
+        .iter()
+        .map(|n| Member::start(client, group, topic, n, assignor()))
+        .collect()
+}
+
 /// Every partition owned exactly once, and the counts as even as they can be.
 fn converged(owned: &[BTreeSet<TopicPartition>]) -> bool {
     let all: Vec<&TopicPartition> = owned.iter().flatten().collect();
@@ -211,11 +233,7 @@ fn cooperative_sticky_moves_only_what_must_move_while_the_rest_keeps_fetching() 
     let topic = create_topic(&client, "coop", PARTITIONS, 1);
     let group = unique_name("coop-group");
     let _flow = Flow::start(&client, &topic);
-    let coop = || Arc::new(CooperativeStickyAssignor) as Arc<dyn Assignor>;
-    let members: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|n| Member::start(&client, &group, &topic, n, coop()))
-        .collect();
+    let members: Vec<Member> = start_members(&client, &group, &topic, &["a", "b", "c"], coop);
     let refs: Vec<&Member> = members.iter().collect();
     let before = wait_converged(&refs);
     assert!(before.iter().all(|o| o.len() == 2), "{before:?}");
@@ -317,11 +335,7 @@ fn sticky_keeps_partitions_where_they_were_when_a_member_joins() {
     let client = client(broker::shared().bootstrap());
     let topic = create_topic(&client, "sticky", PARTITIONS, 1);
     let group = unique_name("sticky-group");
-    let sticky = || Arc::new(StickyAssignor) as Arc<dyn Assignor>;
-    let members: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|n| Member::start(&client, &group, &topic, n, sticky()))
-        .collect();
+    let members: Vec<Member> = start_members(&client, &group, &topic, &["a", "b", "c"], sticky);
     let refs: Vec<&Member> = members.iter().collect();
     let before = wait_converged(&refs);
     let joined_at = Instant::now();
@@ -355,7 +369,11 @@ fn sticky_keeps_partitions_where_they_were_when_a_member_joins() {
 
 #[test]
 fn the_rebalance_protocol_follows_the_assignors_offered() {
-    let client = client(broker::shared().bootstrap());
+    // Building a member makes no network call: no broker needed.
+    let client = Client::builder()
+        .bootstrap_servers("127.0.0.1:9")
+        .build()
+        .unwrap();
     let c = |assignors: Vec<Arc<dyn Assignor>>| {
         client
             .member("g")
@@ -419,7 +437,6 @@ mod java {
             "partition.assignment.strategy",
             "org.apache.kafka.clients.consumer.CooperativeStickyAssignor".into(),
         )]);
-        let coop = || Arc::new(CooperativeStickyAssignor) as Arc<dyn Assignor>;
         let mut ours = Vec::new();
         let jc;
         if java_leads {
@@ -512,11 +529,7 @@ fn a_static_cooperative_member_restarting_within_its_session_gets_its_partitions
     let client = client(broker::shared().bootstrap());
     let topic = create_topic(&client, "coop-static", PARTITIONS, 1);
     let group = unique_name("coop-static");
-    let coop = || Arc::new(CooperativeStickyAssignor) as Arc<dyn Assignor>;
-    let mut members: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|n| Member::start(&client, &group, &topic, n, coop()))
-        .collect();
+    let mut members: Vec<Member> = start_members(&client, &group, &topic, &["a", "b", "c"], coop);
     let before = wait_converged(&members.iter().collect::<Vec<_>>());
     // Let the group settle into its last generation.
     std::thread::sleep(Duration::from_secs(2));
@@ -627,7 +640,7 @@ fn classic_members_in_a_group_migrating_to_the_consumer_protocol(assignor: fn() 
 
 #[test]
 fn cooperative_classic_members_stay_in_a_group_migrating_to_the_consumer_protocol() {
-    classic_members_in_a_group_migrating_to_the_consumer_protocol(|| Arc::new(CooperativeStickyAssignor));
+    classic_members_in_a_group_migrating_to_the_consumer_protocol(coop);
 }
 
 #[test]

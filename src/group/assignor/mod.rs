@@ -226,8 +226,10 @@ impl Assignor for StickyAssignor {
         members: &[MemberSubscription],
         partitions: &BTreeMap<String, i32>,
     ) -> BTreeMap<String, Assignment> {
+        let order = sorted(members);
         let claims = claims(members, user_data::sticky_claim);
-        into_assignments(members, sticky::balance(&sorted(members), &claims, partitions))
+        let (owners, _) = sticky::owners(&order, &claims, partitions);
+        into_assignments(members, sticky::balance(&order, &owners, partitions))
     }
 }
 
@@ -260,7 +262,7 @@ impl Assignor for CooperativeStickyAssignor {
         let order = sorted(members);
         let claims = claims(members, user_data::cooperative_claim);
         let (before, contested) = sticky::owners(&order, &claims, partitions);
-        let mut balanced = sticky::balance(&order, &claims, partitions);
+        let mut balanced = sticky::balance(&order, &before, partitions);
         let withheld = sticky::withhold_moving(&mut balanced, &before, &contested);
         if withheld > 0 {
             log::debug!(

@@ -20,13 +20,10 @@ pub(crate) struct Claim {
 }
 
 /// Member id → partitions: a balanced assignment of every partition of `partitions` that some
-/// member subscribes to, each to exactly one subscriber, keeping claims where it can.
+/// member subscribes to, each to exactly one subscriber, keeping where it can the ownership
+/// [`owners`] resolved from the members' claims.
 ///
-/// 1. **Claims.** A claimed partition is kept by its claimant if it still exists and the
-///    claimant still subscribes to its topic. Two members claiming one partition (a member
-///    that missed a generation and still believes it owns what moved): the newer generation
-///    wins; at the same generation neither keeps it (as in Java's assignor: which of them is
-///    right cannot be told, and both must give it up before anyone gets it).
+/// 1. **Owners** keep their partitions to start with.
 /// 2. **Unclaimed partitions** go one by one, those with the fewest possible owners first, to
 ///    the subscriber that has the fewest partitions (ties: the assignors' order).
 /// 3. **Balance.** While a member has at least two partitions more than another member that
@@ -37,23 +34,22 @@ pub(crate) struct Claim {
 /// Deterministic: the same input gives the same output, whichever member leads.
 pub(crate) fn balance(
     members: &[&MemberSubscription],
-    claims: &BTreeMap<String, Claim>,
+    owner: &BTreeMap<TopicPartition, String>,
     partitions: &BTreeMap<String, i32>,
 ) -> BTreeMap<String, Vec<TopicPartition>> {
     // Index of each member in the assignors' order; everything below works on indices.
     let n = members.len();
-    let subscribes = |m: usize, topic: &str| members[m].subscription.topics.iter().any(|t| t == topic);
+    let subscribes = |m: usize, topic: &str| members[m].subscribes(topic);
     let universe: BTreeSet<TopicPartition> = partitions
         .iter()
         .filter(|(t, _)| (0..n).any(|m| subscribes(m, t)))
         .flat_map(|(t, &count)| (0..count.max(0)).map(move |p| TopicPartition::new(t.clone(), p)))
         .collect();
 
-    // 1. Claims.
+    // 1. Owners.
     let index: BTreeMap<&str, usize> = (0..n).map(|m| (members[m].member_id.as_str(), m)).collect();
-    let (owner, _) = owners(members, claims, partitions);
     let mut held: Vec<BTreeSet<TopicPartition>> = vec![BTreeSet::new(); n];
-    for (tp, m) in &owner {
+    for (tp, m) in owner {
         held[index[m.as_str()]].insert(tp.clone());
     }
     let before = held.clone();
@@ -126,10 +122,12 @@ pub(crate) fn withhold_moving(
     withheld
 }
 
-/// Who owned each partition going into the rebalance, by `balance`'s rule for conflicting
-/// claims (only partitions that still exist and whose claimant still subscribes to them):
-/// the owners, and the partitions claimed by two members of the same generation, which have
-/// none.
+/// Who owned each partition going into the rebalance, from the members' claims: a claimed
+/// partition is its claimant's if it still exists and the claimant still subscribes to its
+/// topic. Two members claiming one partition (a member that missed a generation and still
+/// believes it owns what moved): the newer generation wins; at the same generation neither
+/// keeps it (as in Java's assignor: which of them is right cannot be told, and both must give
+/// it up before anyone gets it). Returns the owners, and those contested partitions.
 pub(crate) fn owners(
     members: &[&MemberSubscription],
     claims: &BTreeMap<String, Claim>,
@@ -145,7 +143,7 @@ pub(crate) fn owners(
             let exists = partitions
                 .get(&tp.topic)
                 .is_some_and(|&c| tp.partition >= 0 && tp.partition < c);
-            if !exists || !member.subscription.topics.contains(&tp.topic) {
+            if !exists || !member.subscribes(&tp.topic) {
                 continue;
             }
             match best.get(tp) {
@@ -183,6 +181,15 @@ mod tests {
                 ..Default::default()
             },
         }
+    }
+
+    /// `balance` of the ownership `owners` resolves from `claims`, as both assignors run it.
+    fn claimed(
+        members: &[&MemberSubscription],
+        claims: &BTreeMap<String, Claim>,
+        partitions: &BTreeMap<String, i32>,
+    ) -> BTreeMap<String, Vec<TopicPartition>> {
+        balance(members, &owners(members, claims, partitions).0, partitions)
     }
 
     fn tp(t: &str, p: i32) -> TopicPartition {
@@ -231,7 +238,7 @@ mod tests {
         let ms: Vec<_> = (0..3).map(|i| member(&format!("m{i}"), &["a", "b"])).collect();
         let refs: Vec<_> = ms.iter().collect();
         let p = BTreeMap::from([("a".to_string(), 5), ("b".to_string(), 3)]);
-        let a = balance(&refs, &BTreeMap::new(), &p);
+        let a = claimed(&refs, &BTreeMap::new(), &p);
         check_complete(&ms, &a, &p);
         let mut c = counts(&a);
         c.sort();
@@ -250,7 +257,7 @@ mod tests {
             ("m1".to_string(), claim(3, &[("t", 2), ("t", 3)])),
             ("m2".to_string(), claim(3, &[("t", 4), ("t", 5)])),
         ]);
-        let a = balance(&refs, &claims, &p);
+        let a = claimed(&refs, &claims, &p);
         check_complete(&ms, &a, &p);
         assert!(!a["m3"].is_empty());
         let mut moved = 0;
@@ -273,7 +280,7 @@ mod tests {
             ("m1".to_string(), claim(4, &[("t", 2), ("t", 3)])),
             // m2 left, owning 4 and 5.
         ]);
-        let a = balance(&refs, &claims, &p);
+        let a = claimed(&refs, &claims, &p);
         check_complete(&ms, &a, &p);
         assert!(a["m0"].starts_with(&[tp("t", 0), tp("t", 1)]));
         assert!(a["m1"].starts_with(&[tp("t", 2), tp("t", 3)]));
@@ -288,7 +295,7 @@ mod tests {
         let refs: Vec<_> = ms.iter().collect();
         let p = BTreeMap::from([("a".to_string(), 7), ("b".to_string(), 4), ("c".to_string(), 9)]);
         let claims = BTreeMap::from([("m2".to_string(), claim(1, &[("a", 3), ("c", 8)]))]);
-        assert_eq!(balance(&refs, &claims, &p), balance(&refs, &claims, &p));
+        assert_eq!(claimed(&refs, &claims, &p), claimed(&refs, &claims, &p));
     }
 
     #[test]
@@ -307,7 +314,7 @@ mod tests {
         assert_eq!(owners[&tp("t", 0)], "m1", "the newer generation wins");
         assert!(!owners.contains_key(&tp("t", 2)), "a tie gives it to neither");
         assert_eq!(contested, BTreeSet::from([tp("t", 2)]));
-        let a = balance(&refs, &claims, &p);
+        let a = claimed(&refs, &claims, &p);
         check_complete(&ms, &a, &p);
         assert_eq!(a["m1"], [tp("t", 0)], "{a:?}");
         assert_eq!(counts(&a), vec![1, 1, 1]);
@@ -325,7 +332,7 @@ mod tests {
         let claims = BTreeMap::from([("m0".to_string(), claim(2, &[("t", 5), ("u", 0), ("t", 1)]))]);
         let (owners, _) = owners(&refs, &claims, &p);
         assert_eq!(owners.keys().cloned().collect::<Vec<_>>(), vec![tp("t", 1)]);
-        let a = balance(&refs, &claims, &p);
+        let a = claimed(&refs, &claims, &p);
         check_complete(&ms, &a, &p);
         assert!(a["m0"].contains(&tp("t", 1)));
     }
@@ -340,7 +347,7 @@ mod tests {
         ];
         let refs: Vec<_> = ms.iter().collect();
         let p = BTreeMap::from([("x".to_string(), 4), ("y".to_string(), 4)]);
-        let a = balance(&refs, &BTreeMap::new(), &p);
+        let a = claimed(&refs, &BTreeMap::new(), &p);
         check_complete(&ms, &a, &p);
         assert_eq!(a["m0"].iter().filter(|tp| tp.topic == "x").count(), 4);
         assert_eq!(a["m1"].len() + a["m2"].len(), 4);
@@ -375,7 +382,7 @@ mod tests {
                         (format!("m{i}"), claim((i % 2) as i32, &tps))
                     })
                     .collect();
-                let a = balance(&refs, &claims, &p);
+                let a = claimed(&refs, &claims, &p);
                 check_complete(&ms, &a, &p);
                 let c = counts(&a);
                 let (lo, hi) = (c.iter().min().unwrap(), c.iter().max().unwrap());

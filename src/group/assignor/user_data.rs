@@ -41,11 +41,11 @@ pub(crate) fn encode_sticky(partitions: &[TopicPartition], generation: i32) -> B
 /// Reads `sticky`'s user data: the partitions and, from v1, the generation.
 pub(crate) fn decode_sticky(bytes: &Bytes) -> Result<Claim, DecodeError> {
     let mut d = Decoder::new(bytes);
-    let topics = count(&mut d)?;
+    let topics = d.get_array_len(false)?;
     let mut partitions = Vec::new();
     for _ in 0..topics {
         let topic = d.get_string(false)?;
-        for _ in 0..count(&mut d)? {
+        for _ in 0..d.get_array_len(false)? {
             partitions.push(TopicPartition::new(topic.to_string(), d.get_i32()?));
         }
     }
@@ -59,15 +59,6 @@ pub(crate) fn decode_sticky(bytes: &Bytes) -> Result<Claim, DecodeError> {
         partitions,
         generation,
     })
-}
-
-/// An int32 array count, bounded by what remains (each element takes at least 2 bytes).
-fn count(d: &mut Decoder<'_>) -> Result<usize, DecodeError> {
-    let n = d.get_i32()?;
-    if n < 0 || n as usize > d.remaining() {
-        return Err(DecodeError::InvalidLength(i64::from(n)));
-    }
-    Ok(n as usize)
 }
 
 /// What a `sticky` member claims: its user data's last assignment. Without user data (a
