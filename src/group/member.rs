@@ -838,6 +838,12 @@ impl GroupMember {
     /// the path for OffsetCommit and OffsetFetch, which must reach the group's coordinator.
     /// When no coordinator could be reached in time, the error is the last cause (a transient
     /// one), so that the caller's own retry loop goes on until its limit.
+    ///
+    /// While the member's connection carries its JoinGroup or SyncGroup, a commit is refused
+    /// (REBALANCE_IN_PROGRESS: its generation is ending), and any other request — OffsetFetch,
+    /// DescribeGroups, which no generation bounds — goes over the client's own connection to
+    /// the coordinator: a cooperative member rejoins while it keeps consuming, and looks up
+    /// the committed offsets of partitions it was just given.
     pub(crate) fn coordinator_request<R: crate::protocol::Request>(
         &mut self,
         deadline: Instant,
@@ -845,8 +851,13 @@ impl GroupMember {
     ) -> Result<R::Response> {
         self.check_usable()?;
         if !matches!(self.joining, Joining::Start) {
-            // The member's connection carries its JoinGroup or SyncGroup; the coordinator
-            // would reject a commit of this generation anyway while the group rebalances.
+            if let Some(coordinator) = self
+                .coordinator
+                .as_ref()
+                .filter(|_| R::API_KEY != ApiKey::OffsetCommit)
+            {
+                return self.client.send_to_by(coordinator.id, deadline, build);
+            }
             return Err(Error::Kafka {
                 api: R::API_KEY,
                 code: KafkaCode::RebalanceInProgress,

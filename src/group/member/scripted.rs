@@ -1118,3 +1118,35 @@ fn a_cooperative_member_whose_generation_ends_loses_its_partitions() {
         assert!(matches!(&events[1], GroupEvent::Assigned { partitions, .. } if *partitions == tps(&[0, 1])));
     }
 }
+
+#[test]
+fn a_joining_member_still_fetches_committed_offsets_but_refuses_commits() {
+    use crate::protocol::messages::{OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse};
+    let s = script();
+    cooperative_group(&s, &[&[0, 1]]);
+    s.on::<OffsetFetchRequest>(|_, _| Answer::Reply(OffsetFetchResponse::default()));
+    let mut m = cooperative_member(&s);
+    m.join(WAIT).unwrap();
+    // The next JoinGroup is held: the member stays joining, its connection carrying it.
+    s.push::<JoinGroupRequest>(Answer::Delayed(
+        Duration::from_secs(3),
+        join_reply(2, "m-1", "someone-else"),
+    ));
+    m.request_rejoin();
+    m.poll(10 * MS).unwrap();
+    assert_eq!(joins(&s).len(), 2, "the rejoin is in flight");
+    let deadline = crate::deadline::after(WAIT);
+    let fetched = m.coordinator_request(deadline, |v| {
+        crate::consumer::offsets::offset_fetch_request(v, "g", &tps(&[0]), true)
+    });
+    assert!(fetched.is_ok(), "{fetched:?}");
+    assert_eq!(s.requests::<OffsetFetchRequest>().len(), 1);
+    let committed = m.coordinator_request(deadline, |_| OffsetCommitRequest {
+        group_id: "g".into(),
+        ..Default::default()
+    });
+    assert_eq!(
+        committed.unwrap_err().kafka_code(),
+        Some(KafkaCode::RebalanceInProgress)
+    );
+}
