@@ -262,6 +262,21 @@ pub enum Error {
         /// The instance id in use elsewhere.
         instance_id: String,
     },
+    /// Under the consumer group protocol (KIP-848), the coordinator kept refusing this
+    /// member's `group.instance.id` with `UNRELEASED_INSTANCE_ID` (111): a member with that
+    /// instance id is still in the group and has not left. Either another process uses the
+    /// same instance id — and, unlike the classic protocol, this protocol refuses the
+    /// **newcomer** and leaves the running member consuming — or the previous process of this
+    /// instance was stopped without its leave heartbeat and the broker has not expired it yet
+    /// (`group.consumer.session.timeout.ms`). The member stopped; a new one may try again.
+    InstanceInUse {
+        /// The group.
+        group: String,
+        /// The instance id in use.
+        instance_id: String,
+        /// How many heartbeats were refused.
+        attempts: u32,
+    },
     /// JoinGroup answered `INVALID_SESSION_TIMEOUT` (26): the member's `session.timeout.ms` is
     /// outside the coordinator broker's `group.min.session.timeout.ms` and
     /// `group.max.session.timeout.ms`, read with DescribeConfigs when this happens (Java's
@@ -443,6 +458,17 @@ impl fmt::Display for Error {
                 f,
                 "group {group}: fenced: another process uses group.instance.id {instance_id:?}; this member \
                  stopped and will not rejoin (give each process its own instance id)"
+            ),
+            Error::InstanceInUse {
+                group,
+                instance_id,
+                attempts,
+            } => write!(
+                f,
+                "group {group}: group.instance.id {instance_id:?} is held by a member that has not left \
+                 (UNRELEASED_INSTANCE_ID, {attempts} heartbeats refused): another process may be using it, \
+                 and the consumer group protocol refuses the newcomer, not the running member; give each \
+                 process its own instance id, or wait for the old process's session to expire"
             ),
             Error::InvalidSessionTimeout {
                 group,
@@ -639,6 +665,7 @@ impl Error {
         match self {
             Error::Kafka { code, .. } | Error::Authorization { code, .. } => Some(*code),
             Error::InvalidSessionTimeout { .. } => Some(KafkaCode::InvalidSessionTimeout),
+            Error::InstanceInUse { .. } => Some(KafkaCode::UnreleasedInstanceId),
             Error::Delivery { first, .. } => first.kafka_code(),
             _ => None,
         }

@@ -104,8 +104,9 @@ pub use consumer::{
 pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
 pub use group::{
     Assignment, Assignor, CooperativeStickyAssignor, Generation, GroupEvent, GroupMember, GroupProtocol,
-    MemberBuilder, MemberMetrics, MemberState, MemberSubscription, MissingTopicPolicy, OldBrokerPolicy,
-    RangeAssignor, RebalanceProtocol, RoundRobinAssignor, StickyAssignor, Subscription, TopicPartition,
+    GroupProtocolPolicy, MemberBuilder, MemberMetrics, MemberState, MemberSubscription, MissingTopicPolicy,
+    OldBrokerPolicy, RangeAssignor, RebalanceProtocol, RoundRobinAssignor, StickyAssignor, Subscription,
+    TopicPartition,
 };
 pub use net::sasl;
 pub use net::{EndpointIdentification, SecurityProtocol};

@@ -160,7 +160,7 @@ impl Consumer {
         let what = || format!("OffsetCommit for group {group}");
         let backoff = Backoff::fixed(self.client.retry_backoff());
         retry_or_last(deadline, backoff, what, || {
-            let generation = self.group_mut()?.generation().cloned();
+            let generation = self.group_mut()?.commit_generation();
             let result = self.group_mut()?.coordinator_request(deadline, |v| {
                 offsets::offset_commit_request(
                     v,

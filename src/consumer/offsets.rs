@@ -120,6 +120,10 @@ fn commit_action(code: KafkaCode) -> GroupAction {
         KafkaCode::UnknownTopicOrPartition
         | KafkaCode::OffsetMetadataTooLarge
         | KafkaCode::InvalidCommitOffsetSize => GroupAction::Fatal,
+        // Consumer protocol: the member epoch moved on since the commit was built (the
+        // heartbeat thread got a new one); retried with the epoch read again, as Kafka's own
+        // consumer does.
+        KafkaCode::StaleMemberEpoch => GroupAction::Retry,
         c => classify(c),
     }
 }

@@ -37,6 +37,7 @@ macro_rules! member_setters {
         /// `group.min/max.session.timeout.ms`. Default: 45 s.
         pub fn session_timeout(mut self, t: std::time::Duration) -> Self {
             self.$($path).+.session_timeout = t;
+            self.$($path).+.classic_only_set.push("session.timeout.ms");
             self
         }
 
@@ -44,6 +45,7 @@ macro_rules! member_setters {
         /// `session.timeout.ms` (a third of it is usual). Default: 3 s.
         pub fn heartbeat_interval(mut self, t: std::time::Duration) -> Self {
             self.$($path).+.heartbeat_interval = t;
+            self.$($path).+.classic_only_set.push("heartbeat.interval.ms");
             self
         }
 
@@ -83,6 +85,7 @@ macro_rules! member_setters {
             assignors: Vec<std::sync::Arc<dyn crate::group::Assignor>>,
         ) -> Self {
             self.$($path).+.assignors = assignors;
+            self.$($path).+.classic_only_set.push("partition.assignment.strategy");
             self
         }
 
@@ -107,6 +110,36 @@ macro_rules! member_setters {
         /// [`OldBrokerPolicy::Error`](crate::group::OldBrokerPolicy::Error).
         pub fn old_broker_policy(mut self, p: crate::group::OldBrokerPolicy) -> Self {
             self.$($path).+.old_broker_policy = p;
+            self
+        }
+
+        /// `group.protocol`: [`GroupProtocol::Classic`](crate::GroupProtocol::Classic)
+        /// (JoinGroup/SyncGroup, assignments made by a member) or
+        /// [`GroupProtocol::Consumer`](crate::GroupProtocol::Consumer) (KIP-848, Kafka 4.0+:
+        /// ConsumerGroupHeartbeat, assignments made by the coordinator, always incremental).
+        /// With `Consumer`, `session.timeout.ms`, `heartbeat.interval.ms` and
+        /// `partition.assignment.strategy` belong to the broker and setting them is a build
+        /// error; see [`GroupMember`](crate::group::GroupMember) for how static members
+        /// differ. Default: `Classic`, as in Kafka 4.x.
+        pub fn group_protocol(mut self, p: crate::GroupProtocol) -> Self {
+            self.$($path).+.group_protocol = p;
+            self
+        }
+
+        /// `group.remote.assignor`: the coordinator's assignor under
+        /// `group.protocol=consumer` — `uniform` or `range` on Apache Kafka (a broker may have
+        /// more). Only with the consumer protocol (a build error otherwise). Default: none,
+        /// the broker's first `group.consumer.assignors` (uniform).
+        pub fn group_remote_assignor(mut self, name: impl Into<String>) -> Self {
+            self.$($path).+.remote_assignor = Some(name.into());
+            self
+        }
+
+        /// What a `group.protocol=consumer` member does on a coordinator without that protocol
+        /// (no Kafka property; Java's consumer fails). Default:
+        /// [`GroupProtocolPolicy::Error`](crate::group::GroupProtocolPolicy::Error).
+        pub fn group_protocol_policy(mut self, p: crate::group::GroupProtocolPolicy) -> Self {
+            self.$($path).+.group_protocol_policy = p;
             self
         }
 

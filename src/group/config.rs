@@ -1,6 +1,7 @@
 //! Member configuration, validated before any network call.
 
 use super::assignor::{Assignor, RangeAssignor};
+use super::GroupProtocol;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -16,6 +17,20 @@ pub enum OldBrokerPolicy {
     Error,
     /// Join as a dynamic member (logged once as a warning).
     FallBackToDynamic,
+}
+
+/// What a member configured with `group.protocol=consumer` does when its coordinator does not
+/// serve that protocol (Kafka before 4.0, 3.7/3.8 with it disabled, or a broker that
+/// advertises ConsumerGroupHeartbeat and still refuses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocolPolicy {
+    /// Refuse to join, with an error naming what the broker lacks. The default: the two
+    /// protocols differ in who assigns partitions and how a duplicate `group.instance.id` is
+    /// treated, so the switch is the application's to make.
+    #[default]
+    Error,
+    /// Join with the classic protocol instead (logged once as a warning).
+    FallBackToClassic,
 }
 
 /// What a member does when a topic it subscribes to does not exist (no Kafka property; Java's
@@ -64,6 +79,15 @@ pub(crate) struct MemberConfig {
     pub close_timeout: Duration,
     /// What to do about a subscribed topic that does not exist.
     pub missing_topic_policy: MissingTopicPolicy,
+    /// `group.protocol`.
+    pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor`: the coordinator's assignor under the consumer protocol.
+    pub remote_assignor: Option<String>,
+    /// What to do when the coordinator lacks the consumer protocol.
+    pub group_protocol_policy: GroupProtocolPolicy,
+    /// The properties set explicitly (by their setters) that the consumer protocol moves to
+    /// the broker, so that setting them with it is an error rather than silently ignored.
+    pub classic_only_set: Vec<&'static str>,
 }
 
 impl Default for MemberConfig {
@@ -84,6 +108,10 @@ impl Default for MemberConfig {
             old_broker_policy: OldBrokerPolicy::Error,
             close_timeout: Duration::from_secs(30),
             missing_topic_policy: MissingTopicPolicy::Warn,
+            group_protocol: GroupProtocol::Classic,
+            remote_assignor: None,
+            group_protocol_policy: GroupProtocolPolicy::Error,
+            classic_only_set: Vec::new(),
         }
     }
 }
@@ -154,7 +182,52 @@ impl MemberConfig {
         for t in &self.topics {
             crate::names::check_topic("subscribe", t)?;
         }
-        Ok(())
+        self.validate_group_protocol()
+    }
+
+    /// The consumer protocol's rules (Kafka's `ConsumerConfig` checks the same): the broker
+    /// owns the session timeout, the heartbeat interval and the assignment, so setting them
+    /// here would be silently ignored; the remote assignor means nothing to classic.
+    fn validate_group_protocol(&self) -> Result<()> {
+        let err = |property: &'static str, problem: String| Err(Error::Config { property, problem });
+        match self.group_protocol {
+            GroupProtocol::Consumer => {
+                if let Some(property) = self.classic_only_set.first() {
+                    let broker = match *property {
+                        "session.timeout.ms" => "the broker's group.consumer.session.timeout.ms",
+                        "heartbeat.interval.ms" => "the broker's group.consumer.heartbeat.interval.ms",
+                        _ => "the coordinator's assignor (group.remote.assignor)",
+                    };
+                    return err(
+                        property,
+                        format!(
+                            "cannot be set with group.protocol=consumer: {broker} decides it; \
+                             remove the setting or use group.protocol=classic"
+                        ),
+                    );
+                }
+                if let Some(name) = &self.remote_assignor {
+                    if name.is_empty()
+                        || !name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                    {
+                        return err(
+                            "group.remote.assignor",
+                            format!("{name:?} is not an assignor name (Kafka's are uniform and range)"),
+                        );
+                    }
+                }
+                Ok(())
+            }
+            GroupProtocol::Classic if self.remote_assignor.is_some() => err(
+                "group.remote.assignor",
+                "is only used with group.protocol=consumer; with classic, set \
+                 partition.assignment.strategy (assignors)"
+                    .into(),
+            ),
+            GroupProtocol::Classic => Ok(()),
+        }
     }
 }
 
@@ -240,6 +313,15 @@ mod tests {
             })
         ));
         c = MemberConfig::new("g");
+        c.remote_assignor = Some("uniform".into());
+        assert!(matches!(
+            c.validate(),
+            Err(Error::Config {
+                property: "group.remote.assignor",
+                ..
+            })
+        ));
+        c = MemberConfig::new("g");
         c.group_instance_id = Some("bad id".into());
         assert!(matches!(
             c.validate(),
@@ -248,5 +330,38 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_consumer_protocol_refuses_what_the_broker_decides() {
+        let mut c = MemberConfig::new("g");
+        c.group_protocol = GroupProtocol::Consumer;
+        c.remote_assignor = Some("uniform".into());
+        assert!(c.validate().is_ok());
+        for property in [
+            "session.timeout.ms",
+            "heartbeat.interval.ms",
+            "partition.assignment.strategy",
+        ] {
+            let mut c = c.clone();
+            c.classic_only_set.push(property);
+            let e = c.validate().unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { property: p, problem } if *p == property && problem.contains("group.protocol=consumer")),
+                "{e}"
+            );
+        }
+        c.remote_assignor = Some("no such!".into());
+        assert!(matches!(
+            c.validate(),
+            Err(Error::Config {
+                property: "group.remote.assignor",
+                ..
+            })
+        ));
+        // Classic takes them as before.
+        let mut c = MemberConfig::new("g");
+        c.classic_only_set = vec!["session.timeout.ms", "heartbeat.interval.ms"];
+        assert!(c.validate().is_ok());
     }
 }

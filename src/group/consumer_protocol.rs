@@ -29,6 +29,8 @@ use crate::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+pub(crate) mod heartbeat;
+
 /// Partitions by topic id.
 pub(crate) type Partitions = BTreeMap<Uuid, BTreeSet<i32>>;
 
@@ -135,6 +137,8 @@ pub(crate) struct Membership {
     /// What the heartbeat in flight carried.
     in_flight: Option<Sent>,
     unreleased: u32,
+    /// Whether any heartbeat went out (a join the coordinator may have seen).
+    sent_any: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +166,7 @@ impl Membership {
             acked: None,
             in_flight: None,
             unreleased: 0,
+            sent_any: false,
         }
     }
 
@@ -196,8 +201,18 @@ impl Membership {
         &self.member_id
     }
 
+    #[cfg(test)]
     pub(crate) fn owned(&self) -> &Partitions {
         &self.owned
+    }
+
+    /// The epoch the leave heartbeat carries (`-1` or `-2`) while leaving; `None` otherwise
+    /// (also once left without having to send one).
+    pub(crate) fn leave_epoch(&self) -> Option<i32> {
+        match self.phase {
+            Phase::Leaving(epoch) => Some(epoch),
+            _ => None,
+        }
     }
 
     /// The interval the coordinator asked for.
@@ -241,6 +256,7 @@ impl Membership {
             owned: (!leaving && changed(&|a| a.owned == sent.owned)).then(|| sent.owned.clone()),
         };
         self.in_flight = Some(sent);
+        self.sent_any = true;
         Some(hb)
     }
 
@@ -253,8 +269,8 @@ impl Membership {
         } else {
             LEAVE_EPOCH
         };
-        self.phase = if self.epoch == 0 && self.member_id.is_empty() {
-            // Never joined: nothing to tell the coordinator.
+        self.phase = if !self.sent_any || self.phase == Phase::Left {
+            // Never heartbeated: nothing to tell the coordinator.
             Phase::Left
         } else {
             Phase::Leaving(epoch)

@@ -7,6 +7,7 @@
 //! must not hold up other members embedded in the same process.
 
 mod assign;
+mod consumer_protocol;
 mod metadata_watch;
 mod missing_topics;
 #[cfg(test)]
@@ -210,6 +211,11 @@ pub struct GroupMember {
     failed_link: Option<Link>,
     /// Lets another thread end a blocked `poll` or `join` ([`GroupMember::wakeup_handle`]).
     wakeup: Wakeup,
+    /// The consumer-protocol member, once started (`group.protocol=consumer`).
+    consumer: Option<consumer_protocol::ConsumerMember>,
+    /// A `group.protocol=consumer` member whose coordinator lacks the protocol, joining as a
+    /// classic one by `GroupProtocolPolicy::FallBackToClassic`.
+    fell_back_to_classic: bool,
 }
 
 /// Where a join stands between calls. A JoinGroup may be held by the coordinator for a whole
@@ -306,6 +312,8 @@ impl GroupMember {
             heartbeats_refused: false,
             failed_link: None,
             wakeup: Wakeup::default(),
+            consumer: None,
+            fell_back_to_classic: false,
         })
     }
 
@@ -338,17 +346,34 @@ impl GroupMember {
 
     /// Current state.
     pub fn state(&self) -> MemberState {
-        self.state.state()
+        self.consumer_state().unwrap_or(self.state.state())
     }
 
-    /// The generation joined last.
+    /// The generation joined last; under the consumer protocol, the member epoch (its `id`)
+    /// and the member id as of the last call.
     pub fn generation(&self) -> Option<&Generation> {
-        self.state.generation()
+        match self.consumer_generation() {
+            Some(g) => g,
+            None => self.state.generation(),
+        }
     }
 
     /// Our member id (empty before the first join).
     pub fn member_id(&self) -> &str {
-        self.state.member_id()
+        match self.consumer_generation() {
+            Some(g) => g.map_or("", |g| g.member_id.as_str()),
+            None => self.state.member_id(),
+        }
+    }
+
+    /// The group protocol this member speaks: the configured `group.protocol`, or classic
+    /// after a fallback ([`GroupProtocolPolicy::FallBackToClassic`](super::GroupProtocolPolicy)).
+    pub fn group_protocol(&self) -> crate::GroupProtocol {
+        if self.uses_consumer_protocol() {
+            crate::GroupProtocol::Consumer
+        } else {
+            crate::GroupProtocol::Classic
+        }
     }
 
     /// The current assignment (empty unless Stable).
@@ -374,6 +399,9 @@ impl GroupMember {
     /// Whether a rebalance is pending or under way (the next [`poll`](Self::poll) rejoins, or
     /// goes on with the join in flight).
     pub fn rejoin_pending(&self) -> bool {
+        if self.uses_consumer_protocol() {
+            return self.consumer_joining().unwrap_or(true);
+        }
         self.rejoin.is_some() || self.state.state() != MemberState::Stable
     }
 
@@ -382,13 +410,13 @@ impl GroupMember {
         format!(
             "group={} member={} instance={} generation={}",
             self.config.group_id,
-            if self.state.member_id().is_empty() {
+            if self.member_id().is_empty() {
                 "-"
             } else {
-                self.state.member_id()
+                self.member_id()
             },
             self.config.group_instance_id.as_deref().unwrap_or("-"),
-            self.state.generation().map_or(-1, |g| g.id)
+            self.generation().map_or(-1, |g| g.id)
         )
     }
 
@@ -490,6 +518,14 @@ impl GroupMember {
         self.check_usable()?;
         self.wakeup.check()?;
         let deadline = crate::deadline::after(timeout);
+        if self.uses_consumer_protocol() {
+            match self.consumer_join(deadline) {
+                Ok(Some(events)) => return Ok(events),
+                // Fell back to classic: its join goes on.
+                Ok(None) => {}
+                Err(e) => return Err(self.stop_if_denied(e)),
+            }
+        }
         let mut events = std::mem::take(&mut self.undelivered);
         self.begin_join(&mut events);
         match self.drive_join(deadline, &mut events) {
@@ -890,9 +926,16 @@ impl GroupMember {
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
         self.check_usable()?;
         self.wakeup.check()?;
+        let deadline = crate::deadline::after(timeout);
+        if self.uses_consumer_protocol() {
+            match self.consumer_poll(deadline) {
+                Ok(Some(events)) => return Ok(events),
+                Ok(None) => {}
+                Err(e) => return Err(self.stop_if_denied(e)),
+            }
+        }
         self.resume_refused_heartbeats();
         let mut events = std::mem::take(&mut self.undelivered);
-        let deadline = crate::deadline::after(timeout);
         loop {
             while let Ok(e) = self.heartbeat.events.try_recv() {
                 self.on_event_keeping(e, &mut events)?;
@@ -1351,6 +1394,14 @@ impl GroupMember {
     /// Asks for a rebalance at the next [`poll`](Self::poll) (e.g. after the application
     /// changed what it can handle).
     pub fn request_rejoin(&mut self) {
+        if self.uses_consumer_protocol() {
+            // The coordinator decides every rebalance under this protocol.
+            log::debug!(
+                "{}: rejoin requested; the consumer protocol has none to do",
+                self.ctx()
+            );
+            return;
+        }
         self.schedule_rejoin(false);
     }
 
@@ -1364,6 +1415,12 @@ impl GroupMember {
     /// scaling down. Needs Kafka 2.4+. A dynamic member sends a plain LeaveGroup.
     pub fn leave_group(&mut self) -> Result<()> {
         self.check_usable()?;
+        if self.uses_consumer_protocol() {
+            let deadline = crate::deadline::after(self.client.api_timeout());
+            let result = self.consumer_leave(true, deadline);
+            self.transition(Transition::Left);
+            return result;
+        }
         self.heartbeat.send(Command::Pause);
         self.abandon_join();
         let deadline = crate::deadline::after(self.client.api_timeout());
@@ -1430,6 +1487,15 @@ impl GroupMember {
         if matches!(self.state.state(), MemberState::Closed) {
             return Ok(());
         }
+        if self.consumer.is_some() {
+            // The consumer protocol's leave heartbeat: epoch -2 for a static member (its
+            // partitions wait for it for the session timeout), -1 for a dynamic one.
+            let result = self.consumer_leave(true, deadline);
+            self.heartbeat.shutdown(crate::deadline::left(deadline));
+            self.transition(Transition::Closed);
+            self.conn = None;
+            return result;
+        }
         // `close_timeout` bounds everything here. A static member needs no network at all: it
         // only stops its heartbeat thread, interrupting a heartbeat in flight.
         self.heartbeat.shutdown(crate::deadline::left(deadline));
@@ -1458,7 +1524,16 @@ impl GroupMember {
     /// process hung. Not part of the API.
     #[doc(hidden)]
     pub fn freeze_heartbeats_for_tests(&self) {
+        self.freeze_consumer_heartbeats(true);
         self.heartbeat.send(Command::Freeze);
+    }
+
+    /// Test hook: a consumer-protocol member's heartbeats resume after
+    /// [`freeze_heartbeats_for_tests`](Self::freeze_heartbeats_for_tests), as when a hung
+    /// process wakes up. Not part of the API.
+    #[doc(hidden)]
+    pub fn thaw_heartbeats_for_tests(&self) {
+        self.freeze_consumer_heartbeats(false);
     }
 }
 

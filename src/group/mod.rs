@@ -15,7 +15,6 @@ pub mod assignment;
 pub mod assignor;
 mod builder;
 mod config;
-#[allow(dead_code)] // issue 17 wires it into the member; until then only its tests use it.
 pub(crate) mod consumer_protocol;
 mod group_protocol;
 mod heartbeat;
@@ -34,7 +33,7 @@ pub use assignor::{
 pub(crate) use builder::member_setters;
 pub use builder::MemberBuilder;
 pub(crate) use config::MemberConfig;
-pub use config::{MissingTopicPolicy, OldBrokerPolicy};
+pub use config::{GroupProtocolPolicy, MissingTopicPolicy, OldBrokerPolicy};
 pub use group_protocol::GroupProtocol;
 pub(crate) use member::missing_topics_hint;
 pub use member::{GroupEvent, GroupMember};

@@ -15,4 +15,6 @@ pub(crate) mod wire;
 pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};
 pub(crate) use tls::TlsSettings;
 pub use tls::{EndpointIdentification, SecurityProtocol, Tls};
-pub use versions::{BrokerVersions, Capability, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP};
+pub use versions::{
+    BrokerVersions, Capability, CONSUMER_GROUP_PROTOCOL, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP,
+};

@@ -40,7 +40,6 @@ pub const fn implemented(api: ApiKey) -> i16 {
         ApiKey::OffsetCommit => 9,
         ApiKey::OffsetFetch => 9,
         ApiKey::Produce => 11,
-        ApiKey::ConsumerGroupHeartbeat => 0,
         _ => api.versions().max,
     }
 }
@@ -76,6 +75,18 @@ pub const STATIC_MEMBERSHIP: Capability = Capability {
         (ApiKey::SyncGroup, 3),
         (ApiKey::Heartbeat, 3),
         (ApiKey::OffsetCommit, 7),
+    ],
+};
+
+/// KIP-848's consumer group protocol, with commits carrying the member epoch.
+pub const CONSUMER_GROUP_PROTOCOL: Capability = Capability {
+    name: "the consumer group protocol (KIP-848, group.protocol=consumer)",
+    needs: &[
+        // v1 (KIP-1082: the member picks its id) is Kafka 4.0, where the protocol is GA;
+        // 3.7 to 3.9 served an early-access version, off by default.
+        (ApiKey::ConsumerGroupHeartbeat, 1),
+        (ApiKey::OffsetCommit, 9),
+        (ApiKey::OffsetFetch, 9),
     ],
 };
 
@@ -206,7 +217,6 @@ mod tests {
                 ("DescribeGroups", 5, 6),
                 ("ApiVersions", 4, 5),
                 ("InitProducerId", 5, 6),
-                ("ConsumerGroupHeartbeat", 0, 1),
             ]
         );
         for api in ApiKey::ALL {
@@ -272,6 +282,25 @@ mod tests {
         let ok = releases::by_name("zk-2.3").unwrap().apis.clone();
         assert!(check(&STATIC_MEMBERSHIP, &ok).is_ok());
         assert!(check(&REMOVE_MEMBERS_BY_INSTANCE_ID, &ok).is_err());
+    }
+
+    #[test]
+    fn the_consumer_protocol_needs_kafka_4_0() {
+        let e = check(
+            &CONSUMER_GROUP_PROTOCOL,
+            &releases::by_name("kraft-3.9").unwrap().apis,
+        )
+        .unwrap_err();
+        let Error::MissingCapability { since_release, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(*since_release, Some("kraft-4.0"));
+        assert!(e.to_string().contains("group.protocol=consumer"), "{e}");
+        assert!(check(
+            &CONSUMER_GROUP_PROTOCOL,
+            &releases::by_name("kraft-4.0").unwrap().apis
+        )
+        .is_ok());
     }
 
     #[test]

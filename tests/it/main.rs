@@ -12,6 +12,7 @@ mod client_tests;
 mod compat_tests;
 mod connection_tests;
 mod consumer_control_tests;
+mod consumer_protocol_tests;
 mod consumer_tests;
 mod cooperative_tests;
 mod demo_tests;

@@ -1,0 +1,317 @@
+//! The heartbeat thread of a `consumer`-protocol member: sends ConsumerGroupHeartbeat at the
+//! interval the coordinator asks for (at once when the member must acknowledge or rejoin),
+//! applies each answer to the shared [`Membership`], and queues what the application must
+//! see. The member's own thread (its `poll`) takes those steps, tells the membership when the
+//! application is done with revoked partitions, and wakes this thread to acknowledge.
+//!
+//! Under this protocol the heartbeat *is* the rebalance, so, unlike the classic thread, this
+//! one owns the member's whole conversation with the coordinator about membership; commits and
+//! offset lookups go over the member's other connection.
+
+use super::{answer, request, Heartbeat, Membership, Phase, Step};
+use crate::client::{lock, Broker, Client};
+use crate::error::{Error, Result};
+use crate::group::metrics::Metrics;
+use crate::net::link::{Link, Purpose};
+use crate::net::Interrupter;
+use crate::protocol::messages::ConsumerGroupHeartbeatResponse;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What the member's thread and the heartbeat thread share, under one lock.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The protocol state; every change goes through it.
+    pub(crate) membership: Membership,
+    /// What the application must see, oldest first ([`Step::Revoke`], [`Step::Assign`],
+    /// [`Step::Lose`], [`Step::Fatal`]).
+    pub(crate) steps: VecDeque<Step>,
+    /// The coordinator the last heartbeat went to; `None` while it is being found.
+    pub(crate) coordinator: Option<Broker>,
+    /// Why the last heartbeat got no answer, until one does: what a join that times out
+    /// reports.
+    pub(crate) last_error: Option<Error>,
+    /// When the next heartbeat is due.
+    next: Instant,
+    stop: bool,
+    /// Test hook: no heartbeat goes out while set, as if the process hung.
+    pub(crate) frozen: bool,
+    /// The socket of the heartbeat in flight, shut down by a stop.
+    socket: Option<Interrupter>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Mutex<Shared>,
+    wake: Condvar,
+}
+
+/// The member's end of the thread.
+#[derive(Debug)]
+pub(crate) struct HeartbeatThread {
+    inner: Arc<Inner>,
+    /// A token whenever steps were queued or the membership changed phase.
+    pub(crate) notices: Receiver<()>,
+    /// Disconnected once the thread has ended.
+    done: Receiver<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HeartbeatThread {
+    /// Starts heartbeating at once for `membership`, at `coordinator` if known.
+    pub(crate) fn spawn(
+        client: Client,
+        group: String,
+        membership: Membership,
+        coordinator: Option<Broker>,
+        retry_backoff: Duration,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<HeartbeatThread> {
+        let inner = Arc::new(Inner {
+            shared: Mutex::new(Shared {
+                membership,
+                steps: VecDeque::new(),
+                coordinator,
+                last_error: None,
+                next: Instant::now(),
+                stop: false,
+                frozen: false,
+                socket: None,
+            }),
+            wake: Condvar::new(),
+        });
+        // One token is enough: the member drains everything queued when it wakes.
+        let (notice_tx, notices) = crossbeam_channel::bounded(1);
+        let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
+        let worker = Worker {
+            inner: inner.clone(),
+            client,
+            group: group.clone(),
+            retry_backoff,
+            metrics,
+            notices: notice_tx,
+            link: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("kafka-cghb-{group}"))
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let _done = done_tx;
+                worker.run()
+            })?;
+        Ok(HeartbeatThread {
+            inner,
+            notices,
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// The shared state; hold it briefly (the thread takes it to send and after each answer).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
+        lock(&self.inner.shared)
+    }
+
+    /// Sends the next heartbeat now rather than at the interval (an acknowledgement, a leave).
+    pub(crate) fn heartbeat_now(&self) {
+        self.lock().next = Instant::now();
+        self.inner.wake.notify_all();
+    }
+
+    /// Waits until the membership has left (its leave heartbeat answered, or a fatal error),
+    /// at most until `deadline`; whether it has.
+    pub(crate) fn wait_left(&self, deadline: Instant) -> bool {
+        loop {
+            if *self.lock().membership.phase() == Phase::Left {
+                return true;
+            }
+            match self.notices.recv_deadline(deadline) {
+                Ok(()) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    return *self.lock().membership.phase() == Phase::Left
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+    }
+
+    /// Stops the thread and waits for it, at most `bound`; a heartbeat in flight is cut off.
+    pub(crate) fn shutdown(&mut self, bound: Duration) {
+        {
+            let mut shared = self.lock();
+            shared.stop = true;
+            if let Some(s) = shared.socket.as_ref() {
+                s.interrupt();
+            }
+        }
+        self.inner.wake.notify_all();
+        let Some(t) = self.thread.take() else { return };
+        match self.done.recv_timeout(bound) {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                log::debug!(
+                    "consumer-protocol heartbeat thread still connecting after {bound:?}; not waiting for it"
+                )
+            }
+            _ => {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for HeartbeatThread {
+    fn drop(&mut self) {
+        self.shutdown(Duration::from_secs(1));
+    }
+}
+
+struct Worker {
+    inner: Arc<Inner>,
+    client: Client,
+    group: String,
+    retry_backoff: Duration,
+    metrics: Arc<Metrics>,
+    notices: Sender<()>,
+    link: Option<Link>,
+}
+
+/// Once left, the thread only waits for its stop; this long between needless wake-ups.
+const IDLE: Duration = Duration::from_secs(3600);
+
+impl Worker {
+    fn run(mut self) {
+        loop {
+            let Some((hb, coordinator)) = self.next_heartbeat() else {
+                return;
+            };
+            let sent = Instant::now();
+            let result = self.send(coordinator, &hb);
+            if !self.apply(result, sent) {
+                return;
+            }
+            let _ = self.notices.try_send(());
+        }
+    }
+
+    /// Waits until a heartbeat is due and returns it, or `None` once stopped.
+    fn next_heartbeat(&self) -> Option<(Heartbeat, Option<Broker>)> {
+        let mut shared = lock(&self.inner.shared);
+        loop {
+            if shared.stop {
+                return None;
+            }
+            let now = Instant::now();
+            let left = *shared.membership.phase() == Phase::Left || shared.frozen;
+            if !left && now >= shared.next {
+                if let Some(hb) = shared.membership.heartbeat() {
+                    return Some((hb, shared.coordinator.clone()));
+                }
+            }
+            let wait = if shared.frozen {
+                Duration::from_millis(50)
+            } else if left {
+                IDLE
+            } else {
+                shared.next.saturating_duration_since(now)
+            };
+            shared = self
+                .inner
+                .wake
+                .wait_timeout(shared, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Sends `hb` to `coordinator` (found first if unknown) and reads the answer, within
+    /// `request.timeout.ms`.
+    fn send(
+        &mut self,
+        coordinator: Option<Broker>,
+        hb: &Heartbeat,
+    ) -> Result<(Broker, ConsumerGroupHeartbeatResponse)> {
+        let deadline = crate::deadline::after(self.client.connection_config().request_timeout);
+        let broker = match coordinator {
+            Some(b) => b,
+            None => self.client.lookup_coordinator_by(&self.group, deadline)?,
+        };
+        let link = self.link.get_or_insert_with(|| {
+            let mut link = self.client.link(Purpose::Coordinator, broker.addr());
+            link.count_reauthentications_in(self.metrics.reauthentication_counter());
+            link
+        });
+        // A no-op for the same address; another coordinator starts with its own backoff.
+        link.retarget(&broker.addr());
+        link.connect(Some(deadline))?;
+        {
+            let mut shared = lock(&self.inner.shared);
+            if shared.stop {
+                return Err(Error::Closed);
+            }
+            shared.socket = link.interrupter();
+        }
+        let group = self.group.clone();
+        let result = link.request(Some(deadline), |_| request(&group, hb));
+        lock(&self.inner.shared).socket = None;
+        Ok((broker, result?))
+    }
+
+    /// Applies what a heartbeat got; `false` once the thread is to stop.
+    fn apply(&mut self, result: Result<(Broker, ConsumerGroupHeartbeatResponse)>, sent: Instant) -> bool {
+        let mut shared = lock(&self.inner.shared);
+        if shared.stop {
+            return false;
+        }
+        let now = Instant::now();
+        match result {
+            Ok((broker, resp)) => {
+                let answer = answer(&resp);
+                let code = answer.code;
+                shared.coordinator = Some(broker);
+                let steps = shared.membership.on_answer(answer);
+                let mut next = now + shared.membership.interval();
+                for step in steps {
+                    match step {
+                        Step::HeartbeatNow => next = now,
+                        Step::Backoff => next = now + self.retry_backoff,
+                        Step::FindCoordinator => {
+                            shared.coordinator = None;
+                            self.link = None;
+                            next = now + self.retry_backoff;
+                        }
+                        other => shared.steps.push_back(other),
+                    }
+                }
+                if code == crate::KafkaCode::None {
+                    shared.last_error = None;
+                    self.metrics.heartbeat_ok(now - sent, sent);
+                } else {
+                    self.metrics.heartbeat_failed();
+                    log::debug!("group {}: ConsumerGroupHeartbeat answered {code}", self.group);
+                    shared.last_error = Some(Error::Kafka {
+                        api: crate::protocol::ApiKey::ConsumerGroupHeartbeat,
+                        code,
+                        message: resp.error_message.as_ref().map(|m| m.to_string()),
+                    });
+                }
+                shared.next = next;
+            }
+            Err(e) => {
+                shared.membership.lost_answer();
+                self.metrics.heartbeat_failed();
+                log::debug!("group {}: ConsumerGroupHeartbeat failed: {e}", self.group);
+                if e.breaks_connection() || e.is_coordinator_transient() {
+                    // Found again before the next one: the coordinator may have moved.
+                    shared.coordinator = None;
+                    self.link = None;
+                }
+                shared.last_error = Some(e);
+                shared.next = now + self.retry_backoff;
+            }
+        }
+        true
+    }
+}

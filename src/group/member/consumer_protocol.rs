@@ -1,0 +1,604 @@
+//! The member's side of KIP-848's `consumer` protocol (`group.protocol=consumer`): starting
+//! the protocol's heartbeat thread once the coordinator is known to serve it (or falling back
+//! to classic, by policy), turning what that thread queues into [`GroupEvent`]s with topic
+//! names, acknowledging revocations once the application had them, and leaving.
+//!
+//! The protocol itself — epochs, what each heartbeat carries, reconciliation, which error does
+//! what — is [`crate::group::consumer_protocol`]'s, unit-tested there without a broker.
+
+use super::{GroupEvent, GroupMember};
+use crate::authorization::Scope;
+use crate::error::{Error, Result};
+use crate::group::config::GroupProtocolPolicy;
+use crate::group::consumer_protocol::heartbeat::HeartbeatThread;
+use crate::group::consumer_protocol::{Fatal, Membership, Partitions, Phase, Step};
+use crate::group::state::{Generation, MemberState, Transition};
+use crate::group::{Assignment, RebalanceProtocol, TopicPartition};
+use crate::net::CONSUMER_GROUP_PROTOCOL;
+use crate::protocol::{ApiKey, Uuid};
+use crate::wakeup::Waited;
+use crate::KafkaCode;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// A `consumer`-protocol member's state on the member's thread.
+#[derive(Debug)]
+pub(super) struct ConsumerMember {
+    thread: HeartbeatThread,
+    /// Topic names by id, learnt from metadata.
+    names: BTreeMap<Uuid, String>,
+    /// Steps taken from the thread, not yet reported (their topic ids not all named yet, or
+    /// behind a revocation the application has not finished).
+    pending: VecDeque<Step>,
+    /// A `Revoked` went to the application; the next call tells the membership it is done.
+    revoking: bool,
+    /// The member epoch and id as of the last call: what commits carry.
+    generation: Option<Generation>,
+    /// The coordinator answered the join (an epoch above 0, the first assignment reconciled).
+    joined: bool,
+    /// Why the member stopped, for every later call.
+    fatal: Option<Fatal>,
+    /// The coordinator last reported, for `CoordinatorMoved`.
+    coordinator: Option<crate::client::Broker>,
+}
+
+/// How starting the consumer protocol went.
+enum Start {
+    /// The heartbeat thread runs.
+    Started,
+    /// The coordinator lacks the protocol; the member is a classic one now.
+    FellBack,
+    /// No coordinator by the deadline (the next call tries again).
+    NotYet,
+}
+
+/// A member id for ConsumerGroupHeartbeat v1 (KIP-1082): the client picks it, a random UUID,
+/// so that a join whose answer is lost is retried as the same member rather than a second one.
+fn new_member_id() -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: unique enough within one process and time.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes = nanos.to_le_bytes();
+        bytes[15] ^= std::process::id() as u8;
+    }
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+impl GroupMember {
+    /// Whether this member speaks the consumer protocol (configured so, and not fallen back).
+    pub(super) fn uses_consumer_protocol(&self) -> bool {
+        self.config.group_protocol == crate::GroupProtocol::Consumer && !self.fell_back_to_classic
+    }
+
+    /// Finds the coordinator, checks that it serves the consumer protocol and starts the
+    /// heartbeat thread.
+    fn start_consumer_protocol(&mut self, deadline: Instant) -> Result<Start> {
+        self.ensure_coordinator(deadline)?;
+        let Some(conn) = self.conn.as_ref() else {
+            return Ok(Start::NotYet);
+        };
+        if let Err(e) = conn.check(&CONSUMER_GROUP_PROTOCOL) {
+            self.fall_back_or(e)?;
+            return Ok(Start::FellBack);
+        }
+        let membership = {
+            let mut m = Membership::new(
+                new_member_id(),
+                self.instance_id_to_send(),
+                self.config.max_poll_interval,
+            )
+            .server_assignor(self.config.remote_assignor.clone())
+            .rack(self.config.client_rack.clone());
+            m.subscribe(self.config.topics.clone());
+            m
+        };
+        let thread = HeartbeatThread::spawn(
+            self.client.clone(),
+            self.config.group_id.clone(),
+            membership,
+            self.coordinator.clone(),
+            self.config.retry_backoff(&self.client),
+            self.metrics.clone(),
+        )
+        .map_err(|source| Error::Io {
+            addr: "heartbeat thread".into(),
+            source,
+        })?;
+        self.protocol = RebalanceProtocol::Cooperative;
+        self.join_started = Some(Instant::now());
+        self.consumer = Some(ConsumerMember {
+            thread,
+            names: BTreeMap::new(),
+            pending: VecDeque::new(),
+            revoking: false,
+            generation: None,
+            joined: false,
+            fatal: None,
+            coordinator: self.coordinator.clone(),
+        });
+        log::info!(
+            "{}: joining with the consumer group protocol (KIP-848)",
+            self.ctx()
+        );
+        Ok(Start::Started)
+    }
+
+    /// The coordinator lacks the consumer protocol (`why`): the error, or classic by policy
+    /// (`Ok`: the member is a classic one from now on).
+    fn fall_back_or(&mut self, why: Error) -> Result<()> {
+        match self.config.group_protocol_policy {
+            GroupProtocolPolicy::Error => Err(why),
+            GroupProtocolPolicy::FallBackToClassic => {
+                log::warn!(
+                    "{}: {why}; joining with the classic group protocol instead (FallBackToClassic)",
+                    self.ctx()
+                );
+                self.fell_back_to_classic = true;
+                if let Some(mut c) = self.consumer.take() {
+                    c.thread.shutdown(Duration::from_secs(1));
+                }
+                self.protocol = crate::group::assignor::common_protocol(&self.config.assignors);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`GroupMember::join`] under the consumer protocol: returns once the coordinator has
+    /// answered the join and the first assignment is reported; `Ok(None)`: the member fell
+    /// back to classic, whose join goes on.
+    pub(super) fn consumer_join(&mut self, deadline: Instant) -> Result<Option<Vec<GroupEvent>>> {
+        let mut events = std::mem::take(&mut self.undelivered);
+        loop {
+            if self.consumer.is_none() {
+                match self.start_consumer_protocol(deadline) {
+                    Ok(Start::Started) => {}
+                    Ok(Start::FellBack) => {
+                        self.undelivered = events;
+                        return Ok(None);
+                    }
+                    Ok(Start::NotYet) => {
+                        self.undelivered = events;
+                        return Err(Error::retries_timeout(
+                            format!("joining group {}", self.config.group_id),
+                            self.last_join_error.take(),
+                        ));
+                    }
+                    Err(e) => {
+                        self.undelivered = events;
+                        return Err(e);
+                    }
+                }
+            }
+            match self.consumer_steps(&mut events, deadline) {
+                Ok(()) => {}
+                Err(e) if self.refused_as_unsupported(&e) => {
+                    self.undelivered = events;
+                    self.fall_back_or(e)?;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    self.undelivered = events;
+                    return Err(e);
+                }
+            }
+            if self.consumer.as_ref().is_some_and(|c| c.joined) {
+                return Ok(Some(events));
+            }
+            let Some(c) = self.consumer.as_ref() else {
+                continue;
+            };
+            match self.wakeup.recv_deadline(&c.thread.notices, deadline) {
+                Waited::Got(()) => {}
+                Waited::Woken => {
+                    self.undelivered = events;
+                    self.wakeup.check()?;
+                    return Err(Error::Wakeup);
+                }
+                Waited::TimedOut => {
+                    self.undelivered = events;
+                    let last = c.thread.lock().last_error.take();
+                    return Err(Error::retries_timeout(
+                        format!("joining group {}", self.config.group_id),
+                        last,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Whether `e` is the coordinator refusing the protocol itself on the first heartbeat (a
+    /// broker that advertises ConsumerGroupHeartbeat but answers UNSUPPORTED_VERSION).
+    fn refused_as_unsupported(&self, e: &Error) -> bool {
+        e.kafka_code() == Some(KafkaCode::UnsupportedVersion)
+            && self
+                .consumer
+                .as_ref()
+                .is_some_and(|c| !c.joined && c.generation.is_none())
+    }
+
+    /// [`GroupMember::poll`] under the consumer protocol: joins first if needed, and returns
+    /// within about the caller's time whatever the group does; `Ok(None)`: the member fell
+    /// back to classic, whose poll goes on.
+    pub(super) fn consumer_poll(&mut self, deadline: Instant) -> Result<Option<Vec<GroupEvent>>> {
+        let mut events = std::mem::take(&mut self.undelivered);
+        if self.consumer.is_none() {
+            match self.start_consumer_protocol(deadline) {
+                Ok(Start::Started) => {}
+                Ok(Start::FellBack) => {
+                    self.undelivered = events;
+                    return Ok(None);
+                }
+                Ok(Start::NotYet) => return Ok(Some(events)),
+                Err(e) => {
+                    self.undelivered = events;
+                    return Err(e);
+                }
+            }
+        }
+        loop {
+            match self.consumer_steps(&mut events, deadline) {
+                Ok(()) => {}
+                Err(e) if self.refused_as_unsupported(&e) => {
+                    self.undelivered = events;
+                    self.fall_back_or(e)?;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    self.undelivered = events;
+                    return Err(e);
+                }
+            }
+            if !events.is_empty() {
+                return Ok(Some(events));
+            }
+            let Some(c) = self.consumer.as_ref() else {
+                return Ok(Some(events));
+            };
+            match self.wakeup.recv_deadline(&c.thread.notices, deadline) {
+                Waited::Got(()) => {}
+                Waited::TimedOut => return Ok(Some(events)),
+                Waited::Woken => self.wakeup.check()?,
+            }
+        }
+    }
+
+    /// Acknowledges a revocation the application had, takes what the heartbeat thread queued,
+    /// and reports it as events, in order.
+    fn consumer_steps(&mut self, events: &mut Vec<GroupEvent>, deadline: Instant) -> Result<()> {
+        let Some(c) = self.consumer.as_mut() else {
+            return Ok(());
+        };
+        if let Some(f) = c.fatal.clone() {
+            return Err(self.fatal_error(f));
+        }
+        {
+            let mut shared = c.thread.lock();
+            if std::mem::take(&mut c.revoking) {
+                let mut now = false;
+                for step in shared.membership.revoked() {
+                    match step {
+                        Step::HeartbeatNow => now = true,
+                        other => c.pending.push_back(other),
+                    }
+                }
+                if now {
+                    drop(shared);
+                    c.thread.heartbeat_now();
+                    shared = c.thread.lock();
+                }
+            }
+            c.pending.extend(shared.steps.drain(..));
+            let epoch = shared.membership.epoch();
+            if epoch > 0 {
+                let member_id = shared.membership.member_id().to_string();
+                if !c
+                    .generation
+                    .as_ref()
+                    .is_some_and(|g| g.id == epoch && g.member_id == member_id)
+                {
+                    c.generation = Some(Generation {
+                        id: epoch,
+                        member_id,
+                        protocol: None,
+                    });
+                }
+            }
+            if shared.coordinator.is_some() && shared.coordinator != c.coordinator {
+                if let (Some(old), Some(new)) = (&c.coordinator, &shared.coordinator) {
+                    if old != new {
+                        events.push(GroupEvent::CoordinatorMoved {
+                            coordinator: new.clone(),
+                        });
+                    }
+                }
+                c.coordinator = shared.coordinator.clone();
+            }
+            let settled = epoch > 0 && *shared.membership.phase() == Phase::Stable;
+            drop(shared);
+            if settled && c.pending.is_empty() && !c.joined {
+                c.joined = true;
+                self.metrics.joined(
+                    self.join_started.take().map_or(Duration::ZERO, |t| t.elapsed()),
+                    Duration::ZERO,
+                    true,
+                );
+                if !events.iter().any(|e| matches!(e, GroupEvent::Assigned { .. })) {
+                    // Joined with nothing (yet): say so, as a classic join does.
+                    events.push(GroupEvent::Assigned {
+                        generation: epoch,
+                        partitions: Vec::new(),
+                        rebalanced: None,
+                    });
+                }
+            }
+        }
+        self.report_pending(events, deadline)
+    }
+
+    /// Reports the pending steps until one needs the application first (a revocation) or
+    /// names a topic the metadata does not know yet.
+    fn report_pending(&mut self, events: &mut Vec<GroupEvent>, deadline: Instant) -> Result<()> {
+        loop {
+            let Some(c) = self.consumer.as_mut() else {
+                return Ok(());
+            };
+            if c.revoking {
+                return Ok(());
+            }
+            let Some(step) = c.pending.front().cloned() else {
+                return Ok(());
+            };
+            let generation = c.generation.as_ref().map_or(0, |g| g.id);
+            let partitions = match &step {
+                Step::Revoke(p) | Step::Assign(p) | Step::Lose(p) => match self.named(p, deadline) {
+                    Some(named) => named,
+                    None => return Ok(()),
+                },
+                Step::Fatal(f) => {
+                    let f = f.clone();
+                    if let Some(c) = self.consumer.as_mut() {
+                        c.pending.pop_front();
+                        c.fatal = Some(f.clone());
+                    }
+                    return Err(self.fatal_error(f));
+                }
+                _ => Vec::new(),
+            };
+            let Some(c) = self.consumer.as_mut() else {
+                return Ok(());
+            };
+            c.pending.pop_front();
+            match step {
+                Step::Revoke(_) => {
+                    remove_from(&mut self.assignment, &partitions);
+                    c.revoking = true;
+                    log::info!("{}: revoking {} partitions", self.ctx(), partitions.len());
+                    events.push(GroupEvent::Revoked {
+                        generation,
+                        partitions,
+                    });
+                }
+                Step::Assign(_) => {
+                    for tp in &partitions {
+                        let ps = self.assignment.partitions.entry(tp.topic.clone()).or_default();
+                        if let Err(at) = ps.binary_search(&tp.partition) {
+                            ps.insert(at, tp.partition);
+                        }
+                    }
+                    log::info!("{}: assigned {} partitions", self.ctx(), partitions.len());
+                    events.push(GroupEvent::Assigned {
+                        generation,
+                        partitions,
+                        rebalanced: None,
+                    });
+                }
+                Step::Lose(_) => {
+                    remove_from(&mut self.assignment, &partitions);
+                    log::warn!(
+                        "{}: fenced by the coordinator; {} partitions lost, rejoining",
+                        self.ctx(),
+                        partitions.len()
+                    );
+                    if let Some(c) = self.consumer.as_mut() {
+                        c.joined = false;
+                        c.generation = None;
+                    }
+                    events.push(GroupEvent::Lost {
+                        generation,
+                        partitions,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// `partitions` by topic name, looking unknown topic ids up in the metadata of the
+    /// subscribed topics (once per call); `None` if some are still unknown.
+    fn named(&mut self, partitions: &Partitions, deadline: Instant) -> Option<Vec<TopicPartition>> {
+        let known = |c: &ConsumerMember| partitions.keys().all(|id| c.names.contains_key(id));
+        let c = self.consumer.as_mut()?;
+        if !known(c) {
+            let cached = self.client.cached_metadata();
+            learn_names(&mut c.names, &cached);
+        }
+        if !known(self.consumer.as_ref()?) {
+            let topics: Vec<&str> = self.config.topics.iter().map(String::as_str).collect();
+            let by = super::lookup_deadline(deadline);
+            match self.client.refresh_metadata_by(Some(&topics), by) {
+                Ok(meta) => learn_names(&mut self.consumer.as_mut()?.names, &meta),
+                Err(e) => log::debug!("{}: metadata for the assigned topic ids: {e}", self.ctx()),
+            }
+        }
+        let c = self.consumer.as_ref()?;
+        if !known(c) {
+            log::debug!(
+                "{}: assigned topic ids not in the metadata yet; waiting",
+                self.ctx()
+            );
+            return None;
+        }
+        Some(
+            partitions
+                .iter()
+                .flat_map(|(id, ps)| {
+                    let name = &c.names[id];
+                    ps.iter().map(move |p| TopicPartition::new(name.clone(), *p))
+                })
+                .collect(),
+        )
+    }
+
+    /// The error a stopped consumer-protocol member returns, moving it to its final state.
+    fn fatal_error(&mut self, f: Fatal) -> Error {
+        let group = self.config.group_id.clone();
+        let instance_id = self.config.group_instance_id.clone().unwrap_or_default();
+        self.assignment = Assignment::default();
+        match f {
+            Fatal::InstanceFenced => {
+                if self.state.state() != MemberState::Fenced {
+                    self.transition(Transition::Fenced);
+                    log::error!(
+                        "{}: fenced by another member with the same group.instance.id; stopping",
+                        self.ctx()
+                    );
+                }
+                self.fenced_error()
+            }
+            Fatal::InstanceInUse { attempts } => {
+                log::error!(
+                    "{}: group.instance.id {instance_id:?} is still held by another member; stopping",
+                    self.ctx()
+                );
+                Error::InstanceInUse {
+                    group,
+                    instance_id,
+                    attempts,
+                }
+            }
+            Fatal::Refused { code, message } => {
+                let e = Error::from_code(
+                    ApiKey::ConsumerGroupHeartbeat,
+                    code,
+                    Scope::group(&group),
+                    message,
+                );
+                if matches!(e, Error::Authorization { .. }) {
+                    return self.stop_if_denied(e);
+                }
+                e
+            }
+        }
+    }
+
+    /// The generation a commit carries: under the consumer protocol the member epoch as the
+    /// heartbeat thread knows it now (it may have moved since the last poll, and a commit with
+    /// an older one is refused with STALE_MEMBER_EPOCH).
+    pub(crate) fn commit_generation(&mut self) -> Option<Generation> {
+        let Some(c) = self.consumer.as_mut() else {
+            return self.state.generation().cloned();
+        };
+        let shared = c.thread.lock();
+        let epoch = shared.membership.epoch();
+        (epoch > 0).then(|| Generation {
+            id: epoch,
+            member_id: shared.membership.member_id().to_string(),
+            protocol: None,
+        })
+    }
+
+    /// Leaves under the consumer protocol: the leave heartbeat (epoch -1, or -2 for a static
+    /// member that will come back, `temporary`) by `deadline`, then the thread stops.
+    pub(super) fn consumer_leave(&mut self, temporary: bool, deadline: Instant) -> Result<()> {
+        let Some(mut c) = self.consumer.take() else {
+            return Ok(());
+        };
+        let epoch = {
+            let mut shared = c.thread.lock();
+            shared.membership.leave(temporary);
+            shared.membership.leave_epoch()
+        };
+        c.thread.heartbeat_now();
+        let left = c.thread.wait_left(deadline);
+        let last = c.thread.lock().last_error.take();
+        c.thread.shutdown(crate::deadline::left(deadline));
+        self.assignment = Assignment::default();
+        if left || epoch.is_none() {
+            log::info!(
+                "{}: {}",
+                self.ctx(),
+                match epoch {
+                    Some(-2) =>
+                        "left temporarily (epoch -2): the coordinator keeps this static \
+                                 member's partitions until its session times out",
+                    Some(_) => "left the group",
+                    None => "closed before joining",
+                }
+            );
+            Ok(())
+        } else {
+            Err(Error::retries_timeout(
+                format!("leaving group {}", self.config.group_id),
+                last,
+            ))
+        }
+    }
+
+    /// The consumer-protocol member's state for [`GroupMember::state`].
+    pub(super) fn consumer_state(&self) -> Option<MemberState> {
+        let c = self.consumer.as_ref()?;
+        if self.state.state() != MemberState::Unjoined {
+            return None;
+        }
+        Some(if c.joined {
+            MemberState::Stable
+        } else {
+            MemberState::Joining
+        })
+    }
+
+    /// The consumer-protocol member's generation (member epoch) for
+    /// [`GroupMember::generation`].
+    pub(super) fn consumer_generation(&self) -> Option<Option<&Generation>> {
+        self.consumer.as_ref().map(|c| c.generation.as_ref())
+    }
+
+    /// Test hook behind `freeze_heartbeats_for_tests`.
+    pub(super) fn freeze_consumer_heartbeats(&self, frozen: bool) {
+        if let Some(c) = &self.consumer {
+            c.thread.lock().frozen = frozen;
+            if !frozen {
+                c.thread.heartbeat_now();
+            }
+        }
+    }
+
+    /// Whether the consumer-protocol member has yet to join.
+    pub(super) fn consumer_joining(&self) -> Option<bool> {
+        self.consumer.as_ref().map(|c| !c.joined)
+    }
+}
+
+fn learn_names(names: &mut BTreeMap<Uuid, String>, meta: &crate::client::Metadata) {
+    for (name, t) in &meta.topics {
+        if t.id != Uuid::default() {
+            names.insert(t.id, name.clone());
+        }
+    }
+}
+
+fn remove_from(assignment: &mut Assignment, gone: &[TopicPartition]) {
+    for tp in gone {
+        if let Some(ps) = assignment.partitions.get_mut(&tp.topic) {
+            ps.retain(|p| *p != tp.partition);
+            if ps.is_empty() {
+                assignment.partitions.remove(&tp.topic);
+            }
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! KIP-848's `consumer` group protocol (`group.protocol=consumer`) against a real Kafka 4.x
+//! broker: static members keep their partitions across a quick restart with nobody else
+//! touched, a restart beyond the session timeout moves them and back, a duplicate instance id
+//! refuses the newcomer, `leave_group` moves partitions at once, a member whose heartbeats stop
+//! is fenced and rejoins, commits carry the member epoch; on Kafka 3.9 the protocol is one
+//! clear error, or classic by policy.
+//!
+//! The broker runs with `group.consumer.session.timeout.ms=6000` and
+//! `group.consumer.heartbeat.interval.ms=500` (`scripts/kafka`), the classic tests' values.
+
+use crate::group_tests::client;
+use crate::support::{broker, create_topic, unique_name};
+use kafka_group::{
+    Client, Error, GroupEvent, GroupMember, GroupProtocol, GroupProtocolPolicy, OffsetReset, TopicPartition,
+};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const PARTITIONS: i32 = 6;
+/// The broker's `group.consumer.session.timeout.ms` in these tests.
+const BROKER_SESSION: Duration = Duration::from_secs(6);
+
+/// Whether the shared broker serves the consumer protocol (4.x); the tests that need it
+/// return early on 3.9 (`KAFKA_VERSION=3.9`), where the fallback tests cover it.
+fn serves_consumer_protocol() -> bool {
+    !broker::shared().version().starts_with('3')
+}
+
+fn member(client: &Client, group: &str, topic: &str, instance: Option<&str>) -> GroupMember {
+    let b = client
+        .member(group)
+        .subscribe([topic])
+        .group_protocol(GroupProtocol::Consumer);
+    match instance {
+        Some(id) => b.group_instance_id(id),
+        None => b,
+    }
+    .build()
+    .unwrap()
+}
+
+/// Polls every member until `done` holds, panicking after `timeout`; returns each member's
+/// events meanwhile.
+fn poll_until(
+    members: &mut [&mut GroupMember],
+    timeout: Duration,
+    what: &str,
+    mut done: impl FnMut(&[&mut GroupMember]) -> bool,
+) -> Vec<Vec<GroupEvent>> {
+    let deadline = Instant::now() + timeout;
+    let mut seen = vec![Vec::new(); members.len()];
+    loop {
+        for (m, seen) in members.iter_mut().zip(&mut seen) {
+            seen.extend(m.poll(Duration::from_millis(20)).unwrap());
+        }
+        if done(members) {
+            return seen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {timeout:?}; events {seen:?}"
+        );
+    }
+}
+
+fn owned(m: &GroupMember) -> BTreeSet<TopicPartition> {
+    m.assignment().topic_partitions().into_iter().collect()
+}
+
+fn balanced(members: &[&mut GroupMember], each: usize) -> bool {
+    let mut all = BTreeSet::new();
+    for m in members {
+        let mine = owned(m);
+        if mine.len() != each {
+            return false;
+        }
+        all.extend(mine);
+    }
+    all.len() == members.len() * each
+}
+
+#[test]
+fn three_static_members_share_the_partitions_and_a_quick_restart_touches_nobody_else() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-static", PARTITIONS, 1);
+    let group = unique_name("cp-static");
+    let mut a = member(&c, &group, &topic, Some("a"));
+    let mut b = member(&c, &group, &topic, Some("b"));
+    let mut m3 = member(&c, &group, &topic, Some("c"));
+    for m in [&mut a, &mut b, &mut m3] {
+        m.join(Duration::from_secs(30)).unwrap();
+        assert_eq!(m.group_protocol(), GroupProtocol::Consumer);
+        assert!(m.generation().unwrap().id > 0);
+    }
+    poll_until(
+        &mut [&mut a, &mut b, &mut m3],
+        Duration::from_secs(30),
+        "2 partitions each",
+        |ms| balanced(ms, 2),
+    );
+    let mine = owned(&m3);
+    let (epoch_a, epoch_b) = (a.generation().unwrap().id, b.generation().unwrap().id);
+    // Quick restart: close sends the static leave heartbeat (epoch -2), and a new process with
+    // the same instance id takes its place within the session timeout.
+    m3.close().unwrap();
+    let mut m3 = member(&c, &group, &topic, Some("c"));
+    let events = m3.join(Duration::from_secs(30)).unwrap();
+    poll_until(
+        &mut [&mut m3],
+        Duration::from_secs(10),
+        "the partitions back",
+        |ms| owned(ms[0]) == mine,
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e, GroupEvent::Revoked { .. } | GroupEvent::Lost { .. })),
+        "{events:?}"
+    );
+    // The others: no event at all, and their epochs did not move.
+    let seen = poll_for(&mut [&mut a, &mut b], Duration::from_secs(3));
+    for (name, events) in ["a", "b"].iter().zip(&seen) {
+        assert!(events.is_empty(), "{name} saw {events:?}");
+    }
+    assert_eq!(a.generation().unwrap().id, epoch_a);
+    assert_eq!(b.generation().unwrap().id, epoch_b);
+    assert_eq!(owned(&a).len() + owned(&b).len(), 4);
+}
+
+/// Polls every member for `d`; returns what each saw.
+fn poll_for(members: &mut [&mut GroupMember], d: Duration) -> Vec<Vec<GroupEvent>> {
+    let until = Instant::now() + d;
+    poll_until(members, d + Duration::from_secs(5), "polling", |_| {
+        Instant::now() >= until
+    })
+}
+
+#[test]
+fn a_restart_beyond_the_session_timeout_moves_the_partitions_and_back() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-slow", PARTITIONS, 1);
+    let group = unique_name("cp-slow");
+    let mut a = member(&c, &group, &topic, Some("a"));
+    let mut b = member(&c, &group, &topic, Some("b"));
+    for m in [&mut a, &mut b] {
+        m.join(Duration::from_secs(30)).unwrap();
+    }
+    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
+        balanced(ms, 3)
+    });
+    let closed = Instant::now();
+    b.close().unwrap();
+    // Kept for b for the session timeout, then a takes them all.
+    poll_until(&mut [&mut a], Duration::from_secs(30), "a owning all 6", |ms| {
+        owned(ms[0]).len() == 6
+    });
+    assert!(
+        closed.elapsed() >= BROKER_SESSION - Duration::from_millis(500),
+        "moved after {:?}, before the session timeout: the static leave was not -2",
+        closed.elapsed()
+    );
+    let mut b = member(&c, &group, &topic, Some("b"));
+    b.join(Duration::from_secs(30)).unwrap();
+    let seen = poll_until(
+        &mut [&mut a, &mut b],
+        Duration::from_secs(30),
+        "3 each again",
+        |ms| balanced(ms, 3),
+    );
+    // a gave 3 back incrementally: revoked, never lost.
+    assert!(seen[0]
+        .iter()
+        .any(|e| matches!(e, GroupEvent::Revoked { partitions, .. } if partitions.len() == 3)));
+    assert!(
+        seen[0].iter().all(|e| !matches!(e, GroupEvent::Lost { .. })),
+        "{:?}",
+        seen[0]
+    );
+}
+
+#[test]
+fn a_duplicate_instance_id_refuses_the_newcomer_and_leaves_the_incumbent_consuming() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-dup", PARTITIONS, 1);
+    let group = unique_name("cp-dup");
+    let mut a = member(&c, &group, &topic, Some("same"));
+    a.join(Duration::from_secs(30)).unwrap();
+    poll_until(&mut [&mut a], Duration::from_secs(30), "all 6", |ms| {
+        owned(ms[0]).len() == 6
+    });
+    let epoch = a.generation().unwrap().id;
+    let mut newcomer = member(&c, &group, &topic, Some("same"));
+    let e = newcomer.join(Duration::from_secs(30)).unwrap_err();
+    assert!(matches!(e, Error::InstanceInUse { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("\"same\"") && text.contains("newcomer"), "{text}");
+    // It stays stopped, and the incumbent was not touched.
+    assert!(matches!(
+        newcomer.poll(Duration::ZERO),
+        Err(Error::InstanceInUse { .. })
+    ));
+    let seen = poll_for(&mut [&mut a], Duration::from_secs(2));
+    assert!(seen[0].is_empty(), "{:?}", seen[0]);
+    assert_eq!(owned(&a).len(), 6);
+    assert_eq!(a.generation().unwrap().id, epoch);
+}
+
+#[test]
+fn leave_group_moves_the_partitions_at_once() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-leave", PARTITIONS, 1);
+    let group = unique_name("cp-leave");
+    let mut a = member(&c, &group, &topic, Some("a"));
+    let mut b = member(&c, &group, &topic, Some("b"));
+    for m in [&mut a, &mut b] {
+        m.join(Duration::from_secs(30)).unwrap();
+    }
+    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
+        balanced(ms, 3)
+    });
+    let left = Instant::now();
+    b.leave_group().unwrap();
+    poll_until(&mut [&mut a], Duration::from_secs(30), "a owning all 6", |ms| {
+        owned(ms[0]).len() == 6
+    });
+    // Well before the session timeout that a static close (-2) waits for.
+    assert!(left.elapsed() < BROKER_SESSION / 2, "took {:?}", left.elapsed());
+    b.close().unwrap();
+}
+
+#[test]
+fn a_member_whose_heartbeats_stop_is_fenced_and_rejoins() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-fenced", PARTITIONS, 1);
+    let group = unique_name("cp-fenced");
+    let mut a = member(&c, &group, &topic, None);
+    let mut b = member(&c, &group, &topic, None);
+    for m in [&mut a, &mut b] {
+        m.join(Duration::from_secs(30)).unwrap();
+    }
+    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
+        balanced(ms, 3)
+    });
+    b.freeze_heartbeats_for_tests();
+    // The broker expires b and gives its partitions to a.
+    poll_until(&mut [&mut a], Duration::from_secs(30), "a owning all 6", |ms| {
+        owned(ms[0]).len() == 6
+    });
+    b.thaw_heartbeats_for_tests();
+    // b learns it was fenced (UNKNOWN_MEMBER_ID): its partitions are lost, it rejoins at epoch
+    // 0 and gets a share again.
+    let seen = poll_until(
+        &mut [&mut a, &mut b],
+        Duration::from_secs(30),
+        "3 each again",
+        |ms| balanced(ms, 3),
+    );
+    assert!(
+        seen[1]
+            .iter()
+            .any(|e| matches!(e, GroupEvent::Lost { partitions, .. } if partitions.len() == 3)),
+        "{:?}",
+        seen[1]
+    );
+}
+
+#[test]
+fn a_consumer_commits_with_its_member_epoch_and_a_restart_resumes_there() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-commit", 3, 1);
+    let group = unique_name("cp-commit");
+    let values: Vec<String> = (0..30).map(|i| format!("v{i}")).collect();
+    for p in 0..3 {
+        crate::consumer_tests::produce(&c, &topic, p, &values[p as usize * 10..p as usize * 10 + 10]);
+    }
+    let build = || {
+        c.consumer(&group)
+            .subscribe([topic.as_str()])
+            .group_protocol(GroupProtocol::Consumer)
+            .group_instance_id("worker")
+            .auto_offset_reset(OffsetReset::Earliest)
+            .enable_auto_commit(false)
+            .fetch_max_wait(Duration::from_millis(100))
+            .build()
+            .unwrap()
+    };
+    let mut consumer = build();
+    let got = crate::consumer_tests::consume(&mut consumer, 20, Duration::from_secs(30), false);
+    consumer.commit().unwrap();
+    let rest: usize = got.len();
+    consumer.close().unwrap();
+    let mut consumer = build();
+    let more = crate::consumer_tests::consume(&mut consumer, 30 - rest, Duration::from_secs(30), true);
+    let mut all: Vec<String> = got
+        .iter()
+        .chain(&more)
+        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap()).into_owned())
+        .collect();
+    all.sort();
+    let mut want = values.clone();
+    want.sort();
+    assert_eq!(
+        all, want,
+        "every record once: committed offsets were kept across the restart"
+    );
+    consumer.close().unwrap();
+}
+
+#[test]
+fn the_consumer_protocol_on_kafka_3_9_is_one_clear_error_or_classic_by_policy() {
+    let c = client(&broker::shared_legacy().to_string());
+    let topic = create_topic(&c, "cp-old", 2, 1);
+    let group = unique_name("cp-old");
+    let mut m = member(&c, &group, &topic, Some("a"));
+    let e = m.join(Duration::from_secs(30)).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, Error::MissingCapability { .. }), "{e}");
+    assert!(
+        text.contains("group.protocol=consumer") && text.contains("4.0"),
+        "{text}"
+    );
+    drop(m);
+    let mut m = c
+        .member(&group)
+        .subscribe([topic.as_str()])
+        .group_instance_id("a")
+        .group_protocol(GroupProtocol::Consumer)
+        .group_protocol_policy(GroupProtocolPolicy::FallBackToClassic)
+        .build()
+        .unwrap();
+    m.join(Duration::from_secs(30)).unwrap();
+    assert_eq!(m.group_protocol(), GroupProtocol::Classic);
+    assert_eq!(m.assignment().len(), 2);
+    m.close().unwrap();
+}
