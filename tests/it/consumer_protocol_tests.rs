@@ -351,3 +351,196 @@ fn the_consumer_protocol_on_kafka_3_9_is_one_clear_error_or_classic_by_policy() 
     assert_eq!(m.assignment().len(), 2);
     m.close().unwrap();
 }
+
+#[test]
+fn our_members_and_javas_share_a_consumer_protocol_group() {
+    use crate::cooperative_tests::java::java_owned;
+    use crate::support::java::Java;
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let b = broker::shared();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "cp-java", PARTITIONS, 1);
+    let group = unique_name("cp-java");
+    let mut x = member(&c, &group, &topic, Some("x"));
+    let mut y = member(&c, &group, &topic, Some("y"));
+    for m in [&mut x, &mut y] {
+        m.join(Duration::from_secs(30)).unwrap();
+    }
+    let java = Java::new(b.version()).with_config(&[("group.protocol", "consumer".into())]);
+    let jc = java.consumer(b.bootstrap(), &topic, &group, "cp-java", Some("j"));
+    let java_partitions = |jc: &crate::support::process::Process| -> BTreeSet<TopicPartition> {
+        java_owned(jc)
+            .into_iter()
+            .map(|p| TopicPartition::new(topic.as_str(), p))
+            .collect()
+    };
+    poll_until(
+        &mut [&mut x, &mut y],
+        Duration::from_secs(60),
+        "2 each with Java's",
+        |ms| {
+            let j = java_partitions(&jc);
+            let mut all = j.clone();
+            ms.iter().for_each(|m| all.extend(owned(m)));
+            j.len() == 2 && balanced(ms, 2) && all.len() == 6
+        },
+    );
+    let d = c.admin().describe_group(&group).unwrap();
+    assert_eq!(d.group_protocol, GroupProtocol::Consumer);
+    assert!(d
+        .members
+        .iter()
+        .all(|m| m.member_protocol == Some(GroupProtocol::Consumer)));
+    // A quick restart of ours leaves Java's assignment alone.
+    let java_before = java_partitions(&jc);
+    let mine = owned(&y);
+    y.close().unwrap();
+    let mut y = member(&c, &group, &topic, Some("y"));
+    y.join(Duration::from_secs(30)).unwrap();
+    poll_until(
+        &mut [&mut x, &mut y],
+        Duration::from_secs(10),
+        "y's partitions back",
+        |ms| owned(ms[1]) == mine,
+    );
+    poll_for(&mut [&mut x, &mut y], Duration::from_secs(1));
+    assert_eq!(java_partitions(&jc), java_before);
+    assert!(
+        !jc.stdout()
+            .iter()
+            .any(|l| l.starts_with("# revoked") && l.len() > "# revoked ".len()),
+        "Java revoked something: {:?}",
+        jc.stdout()
+            .iter()
+            .filter(|l| l.starts_with('#'))
+            .collect::<Vec<_>>()
+    );
+    drop(jc);
+}
+
+#[test]
+fn our_member_and_librdkafkas_share_a_consumer_protocol_group() {
+    use crate::support::rdkafka;
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let b = broker::shared();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "cp-rdkafka", PARTITIONS, 1);
+    let group = unique_name("cp-rdkafka");
+    for p in 0..PARTITIONS {
+        let values: Vec<String> = (0..10).map(|i| format!("p{p}-{i}")).collect();
+        crate::consumer_tests::produce(&c, &topic, p, &values);
+    }
+    let mut x = member(&c, &group, &topic, Some("x"));
+    x.join(Duration::from_secs(30)).unwrap();
+    poll_until(&mut [&mut x], Duration::from_secs(30), "all 6", |ms| {
+        owned(ms[0]).len() == 6
+    });
+    // librdkafka gets half (the broker's uniform assignor) and reads exactly their records.
+    let (bootstrap, t, g) = (b.bootstrap().to_string(), topic.clone(), group.clone());
+    let rd = std::thread::spawn(move || {
+        rdkafka::consume(&bootstrap, &t, &g, 30, &[("group.protocol", "consumer".into())])
+    });
+    let mut mine_while = BTreeSet::new();
+    let seen = poll_until(&mut [&mut x], Duration::from_secs(60), "librdkafka done", |ms| {
+        if owned(ms[0]).len() == 3 {
+            mine_while = owned(ms[0]);
+        }
+        rd.is_finished()
+    });
+    let records = rd.join().unwrap();
+    let theirs: BTreeSet<TopicPartition> = records
+        .iter()
+        .map(|r| TopicPartition::new(topic.as_str(), r.partition))
+        .collect();
+    assert_eq!(theirs.len(), 3, "{records:?}");
+    assert_eq!(mine_while.len(), 3, "{seen:?}");
+    assert!(theirs.is_disjoint(&mine_while), "{theirs:?} / {mine_while:?}");
+    // It left (dynamic: epoch -1), so its half comes back at once.
+    poll_until(&mut [&mut x], Duration::from_secs(30), "all 6 again", |ms| {
+        owned(ms[0]).len() == 6
+    });
+    x.close().unwrap();
+}
+
+/// A member of either protocol, static, polled by the tests below.
+fn either(client: &Client, group: &str, topic: &str, instance: &str, protocol: GroupProtocol) -> GroupMember {
+    let b = client
+        .member(group)
+        .subscribe([topic])
+        .group_instance_id(instance);
+    match protocol {
+        GroupProtocol::Consumer => b.group_protocol(GroupProtocol::Consumer),
+        GroupProtocol::Classic => b
+            .session_timeout(crate::group_tests::SESSION)
+            .heartbeat_interval(crate::group_tests::HEARTBEAT),
+    }
+    .build()
+    .unwrap()
+}
+
+#[test]
+fn a_classic_group_is_upgraded_online_by_restarting_its_static_members_and_downgraded_back() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-migrate", PARTITIONS, 1);
+    let group = unique_name("cp-migrate");
+    let admin = c.admin();
+    let names = ["a", "b", "c"];
+    let mut members: Vec<GroupMember> = names
+        .iter()
+        .map(|n| either(&c, &group, &topic, n, GroupProtocol::Classic))
+        .collect();
+    let converge = |members: &mut Vec<GroupMember>, what: &str| {
+        let mut refs: Vec<&mut GroupMember> = members.iter_mut().collect();
+        poll_until(&mut refs, Duration::from_secs(60), what, |ms| balanced(ms, 2));
+    };
+    converge(&mut members, "classic: 2 each");
+    assert_eq!(
+        admin.describe_group(&group).unwrap().group_protocol,
+        GroupProtocol::Classic
+    );
+    for (steps, to) in [(0..3, GroupProtocol::Consumer), (0..3, GroupProtocol::Classic)] {
+        for i in steps {
+            // A rolling restart: each process comes back on the other protocol, same id.
+            let old = std::mem::replace(&mut members[i], either(&c, &group, &topic, names[i], to));
+            old.close().unwrap();
+            converge(&mut members, &format!("{} on {to}: 2 each", names[i]));
+            let d = admin.describe_group(&group).unwrap();
+            eprintln!(
+                "{} restarted on {to}: group {} {:?}",
+                names[i],
+                d.group_protocol,
+                d.members
+                    .iter()
+                    .map(|m| (
+                        m.group_instance_id.clone(),
+                        m.member_id.clone(),
+                        m.member_protocol
+                    ))
+                    .collect::<Vec<_>>()
+            );
+            let on_new: Vec<_> = d
+                .members
+                .iter()
+                // DescribeGroups (a classic group) does not say: all are classic then.
+                .filter(|m| m.member_protocol.unwrap_or(d.group_protocol) == to)
+                .filter_map(|m| m.group_instance_id.clone())
+                .collect();
+            assert!(on_new.contains(&names[i].to_string()), "{d:?}");
+        }
+        assert_eq!(
+            admin.describe_group(&group).unwrap().group_protocol,
+            to,
+            "every member restarted on {to}"
+        );
+    }
+    for m in members {
+        m.close().unwrap();
+    }
+}

@@ -397,14 +397,14 @@ fn the_rebalance_protocol_follows_the_assignors_offered() {
     );
 }
 
-mod java {
+pub(crate) mod java {
     //! Kafka's Java consumer with `CooperativeStickyAssignor` in one group with ours.
 
     use super::*;
 
     /// The Java consumer's partitions, from its listener's lines ("# assigned … partitions=…",
     /// "# revoked …"), which under the cooperative protocol name what was added or revoked.
-    pub(super) fn java_owned(p: &Process) -> BTreeSet<i32> {
+    pub(crate) fn java_owned(p: &Process) -> BTreeSet<i32> {
         let mut owned = BTreeSet::new();
         for line in p.stdout() {
             let list = |s: &str| -> Vec<i32> { s.split(',').filter_map(|x| x.trim().parse().ok()).collect() };

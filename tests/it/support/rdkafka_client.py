@@ -125,6 +125,9 @@ def group_consumer(args, errors, **extra):
         },
     )
     conf.update(extra)
+    if conf.get("group.protocol") == "consumer":
+        # KIP-848: the coordinator assigns; librdkafka refuses a client-side assignor with it.
+        del conf["partition.assignment.strategy"]
     c = Consumer(conf)
     c.subscribe([args.topic])
     return c
