@@ -145,6 +145,7 @@ pub(crate) struct Membership {
 struct Sent {
     subscription: Vec<String>,
     owned: Partitions,
+    epoch: i32,
 }
 
 impl Membership {
@@ -230,6 +231,7 @@ impl Membership {
         let sent = Sent {
             subscription: self.subscription.clone(),
             owned: self.owned.clone(),
+            epoch,
         };
         let full = epoch == 0 || self.acked.is_none();
         let changed = |f: &dyn Fn(&Sent) -> bool| full || self.acked.as_ref().is_some_and(|a| !f(a));
@@ -348,7 +350,11 @@ impl Membership {
             }
         }
         if let Phase::Leaving(_) = self.phase {
-            self.phase = Phase::Left;
+            // Only the answer to the leave heartbeat itself says the member is out: one sent
+            // before `leave` may come back first (then the leave still has to go).
+            if sent.as_ref().is_some_and(|s| s.epoch < 0) {
+                self.phase = Phase::Left;
+            }
             return Vec::new();
         }
         if let Some(id) = answer.member_id.filter(|id| !id.is_empty()) {
@@ -768,6 +774,21 @@ mod tests {
         // Fenced while leaving: out all the same.
         assert_eq!(d.on_answer(error(KafkaCode::UnknownMemberId)), []);
         assert_eq!(d.phase(), &Phase::Left);
+    }
+
+    #[test]
+    fn the_answer_to_a_heartbeat_sent_before_leaving_does_not_complete_the_leave() {
+        let mut m = member();
+        m.heartbeat();
+        m.on_answer(ok(1, Some(parts(&[(1, &[0])]))));
+        m.heartbeat().unwrap();
+        m.leave(false);
+        // The regular heartbeat's answer comes after `leave`.
+        assert!(m.on_answer(ok(1, None)).is_empty());
+        assert_eq!(*m.phase(), Phase::Leaving(LEAVE_EPOCH));
+        assert_eq!(m.heartbeat().map(|hb| hb.member_epoch), Some(LEAVE_EPOCH));
+        m.on_answer(ok(LEAVE_EPOCH, None));
+        assert_eq!(*m.phase(), Phase::Left);
     }
 
     #[test]

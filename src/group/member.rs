@@ -12,6 +12,8 @@ mod metadata_watch;
 mod missing_topics;
 #[cfg(test)]
 mod scripted;
+#[cfg(test)]
+mod scripted_consumer_protocol;
 mod session_bounds;
 
 use super::action::{classify, GroupAction};
@@ -1417,7 +1419,7 @@ impl GroupMember {
         self.check_usable()?;
         if self.uses_consumer_protocol() {
             let deadline = crate::deadline::after(self.client.api_timeout());
-            let result = self.consumer_leave(true, deadline);
+            let result = self.consumer_leave(false, deadline);
             self.transition(Transition::Left);
             return result;
         }

@@ -126,6 +126,17 @@ struct State {
     refused: HashSet<String>,
 }
 
+/// The id [`Script::cluster`]'s Metadata answers give topic `name`: its first 15 bytes, then 1
+/// (never the nil id).
+pub(crate) fn topic_id(name: &str) -> crate::protocol::Uuid {
+    let mut id = [0u8; 16];
+    for (to, from) in id.iter_mut().zip(name.bytes().take(15)) {
+        *to = from;
+    }
+    id[15] = 1;
+    crate::protocol::Uuid(id)
+}
+
 /// A scripted broker; see the [module](self). Cheap to clone: clones share the script.
 #[derive(Clone)]
 pub(crate) struct Script {
@@ -264,6 +275,7 @@ impl Script {
                     .filter_map(|name| Some((name, *known.get(name)?)))
                     .map(|(name, count)| MetadataResponseTopic {
                         name: Some(name.as_str().into()),
+                        topic_id: topic_id(name),
                         partitions: (0..count)
                             .map(|p| MetadataResponsePartition {
                                 partition_index: p,

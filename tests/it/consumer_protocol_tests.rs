@@ -544,3 +544,33 @@ fn a_classic_group_is_upgraded_online_by_restarting_its_static_members_and_downg
         m.close().unwrap();
     }
 }
+
+#[test]
+fn the_consumer_protocol_through_the_proxys_3_8_table_is_one_clear_error_or_classic_by_policy() {
+    use crate::support::proxy::{upstream_for, Proxy};
+    let p = Proxy::start(upstream_for("kraft-3.8"), "kraft-3.8");
+    let c = client(&p.bootstrap());
+    let direct = client(&upstream_for("kraft-3.8").to_string());
+    let topic = create_topic(&direct, "cp-proxy", 2, 1);
+    let group = unique_name("cp-proxy");
+    let mut m = member(&c, &group, &topic, Some("a"));
+    let e = m.join(Duration::from_secs(30)).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("group.protocol=consumer") && text.contains("Kafka 3.8") && text.contains("4.0"),
+        "{text}"
+    );
+    drop(m);
+    let mut m = c
+        .member(&group)
+        .subscribe([topic.as_str()])
+        .group_instance_id("a")
+        .group_protocol(GroupProtocol::Consumer)
+        .group_protocol_policy(GroupProtocolPolicy::FallBackToClassic)
+        .build()
+        .unwrap();
+    m.join(Duration::from_secs(30)).unwrap();
+    assert_eq!(m.group_protocol(), GroupProtocol::Classic);
+    assert_eq!(m.assignment().len(), 2);
+    m.close().unwrap();
+}

@@ -188,6 +188,12 @@ impl Worker {
                 return;
             };
             let sent = Instant::now();
+            log::trace!(
+                "group {}: ConsumerGroupHeartbeat epoch {} owned {:?}",
+                self.group,
+                hb.member_epoch,
+                hb.owned
+            );
             let result = self.send(coordinator, &hb);
             if !self.apply(result, sent) {
                 return;
@@ -270,6 +276,12 @@ impl Worker {
             Ok((broker, resp)) => {
                 let answer = answer(&resp);
                 let code = answer.code;
+                log::trace!(
+                    "group {}: ConsumerGroupHeartbeat answered {code}, epoch {}, assignment {:?}",
+                    self.group,
+                    answer.member_epoch,
+                    answer.assignment
+                );
                 shared.coordinator = Some(broker);
                 let steps = shared.membership.on_answer(answer);
                 let mut next = now + shared.membership.interval();
