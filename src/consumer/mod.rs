@@ -811,6 +811,18 @@ impl Consumer {
     }
 }
 
+impl Consumer {
+    /// Test hook: stops like a killed process — no final commit, no leave of any kind (under
+    /// the consumer protocol, not even the static leave heartbeat `close` sends). Not part of
+    /// the API.
+    #[doc(hidden)]
+    pub fn crash_for_tests(mut self) {
+        if let Some(m) = self.member.take() {
+            m.crash_for_tests();
+        }
+    }
+}
+
 fn no_group() -> Error {
     Error::Config {
         property: "group.id",

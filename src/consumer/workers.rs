@@ -387,6 +387,9 @@ mod tests {
                 session_id: id,
                 responses: vec![FetchableTopicResponse {
                     topic: "t".into(),
+                    // The scripted metadata gives topics ids, so the consumer fetches by id
+                    // (Fetch v13+) and reads answers by id.
+                    topic_id: crate::net::script::topic_id("t"),
                     partitions,
                     ..Default::default()
                 }],

@@ -143,6 +143,20 @@ macro_rules! member_setters {
             self
         }
 
+        /// Under `group.protocol=consumer`, how long a static member keeps asking to join while
+        /// the coordinator answers `UNRELEASED_INSTANCE_ID` — another member holds the
+        /// `group.instance.id` and has not left — before it stops with
+        /// [`Error::InstanceInUse`](crate::Error::InstanceInUse) (no Kafka property; Java's
+        /// consumer fails at once). A process restarted after a crash (its predecessor sent no
+        /// leave heartbeat) gets in once the predecessor's session expires, so the default is
+        /// the broker's default `group.consumer.session.timeout.ms`; a second process running
+        /// with the same id is refused after this long, and the running one is left alone.
+        /// Default: 45 s.
+        pub fn unreleased_instance_id_timeout(mut self, t: std::time::Duration) -> Self {
+            self.$($path).+.unreleased_instance_id_timeout = t;
+            self
+        }
+
         /// What to do when a subscribed topic does not exist (no Kafka property): report it
         /// ([`GroupEvent::TopicsMissing`](crate::GroupEvent::TopicsMissing) and a warning) and
         /// wait for it, or return [`Error::TopicsMissing`](crate::Error::TopicsMissing). Either

@@ -85,6 +85,8 @@ pub(crate) struct MemberConfig {
     pub remote_assignor: Option<String>,
     /// What to do when the coordinator lacks the consumer protocol.
     pub group_protocol_policy: GroupProtocolPolicy,
+    /// How long a consumer-protocol member retries `UNRELEASED_INSTANCE_ID`.
+    pub unreleased_instance_id_timeout: Duration,
     /// The properties set explicitly (by their setters) that the consumer protocol moves to
     /// the broker, so that setting them with it is an error rather than silently ignored.
     pub classic_only_set: Vec<&'static str>,
@@ -111,6 +113,7 @@ impl Default for MemberConfig {
             group_protocol: GroupProtocol::Classic,
             remote_assignor: None,
             group_protocol_policy: GroupProtocolPolicy::Error,
+            unreleased_instance_id_timeout: Duration::from_secs(45),
             classic_only_set: Vec::new(),
         }
     }

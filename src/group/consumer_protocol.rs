@@ -38,7 +38,8 @@ pub(crate) type Partitions = BTreeMap<Uuid, BTreeSet<i32>>;
 pub(crate) const LEAVE_EPOCH: i32 = -1;
 /// The epoch a static member sends when it stops but will come back within the session timeout.
 pub(crate) const STATIC_LEAVE_EPOCH: i32 = -2;
-/// How many `UNRELEASED_INSTANCE_ID` answers in a row are retried before the member gives up.
+/// How many `UNRELEASED_INSTANCE_ID` answers in a row are retried before the member gives up,
+/// unless told otherwise ([`Membership::unreleased_retries`]).
 pub(crate) const UNRELEASED_RETRIES: u32 = 10;
 
 /// Where the member is.
@@ -137,6 +138,7 @@ pub(crate) struct Membership {
     /// What the heartbeat in flight carried.
     in_flight: Option<Sent>,
     unreleased: u32,
+    unreleased_retries: u32,
     /// Whether any heartbeat went out (a join the coordinator may have seen).
     sent_any: bool,
 }
@@ -167,6 +169,7 @@ impl Membership {
             acked: None,
             in_flight: None,
             unreleased: 0,
+            unreleased_retries: UNRELEASED_RETRIES,
             sent_any: false,
         }
     }
@@ -174,6 +177,13 @@ impl Membership {
     /// `group.remote.assignor`.
     pub(crate) fn server_assignor(mut self, name: Option<String>) -> Self {
         self.server_assignor = name;
+        self
+    }
+
+    /// How many `UNRELEASED_INSTANCE_ID` answers in a row are retried (each after the retry
+    /// backoff) before [`Fatal::InstanceInUse`].
+    pub(crate) fn unreleased_retries(mut self, n: u32) -> Self {
+        self.unreleased_retries = n;
         self
     }
 
@@ -328,7 +338,7 @@ impl Membership {
             }
             K::UnreleasedInstanceId => {
                 self.unreleased += 1;
-                if self.unreleased > UNRELEASED_RETRIES {
+                if self.unreleased > self.unreleased_retries {
                     self.phase = Phase::Left;
                     return vec![Step::Fatal(Fatal::InstanceInUse {
                         attempts: self.unreleased,

@@ -282,7 +282,12 @@ impl GroupMember {
             addr: "heartbeat thread".into(),
             source,
         })?;
-        let protocol = common_protocol(&config.assignors);
+        // The consumer protocol is incremental whatever the (unused) client-side assignors say;
+        // a fallback to classic takes theirs.
+        let protocol = match config.group_protocol {
+            crate::GroupProtocol::Consumer => RebalanceProtocol::Cooperative,
+            crate::GroupProtocol::Classic => common_protocol(&config.assignors),
+        };
         Ok(GroupMember {
             static_member: config.group_instance_id.is_some(),
             client,
@@ -1528,6 +1533,17 @@ impl GroupMember {
     pub fn freeze_heartbeats_for_tests(&self) {
         self.freeze_consumer_heartbeats(true);
         self.heartbeat.send(Command::Freeze);
+    }
+
+    /// Test hook: stops like a killed process, telling the coordinator nothing (a static
+    /// member's close sends nothing on classic either; under the consumer protocol it sends
+    /// the static leave heartbeat, which a crash does not). Not part of the API.
+    #[doc(hidden)]
+    pub fn crash_for_tests(mut self) {
+        self.abandon_consumer_protocol();
+        self.heartbeat.shutdown(Duration::from_secs(1));
+        self.abandon_join();
+        self.transition(Transition::Closed);
     }
 
     /// Test hook: a consumer-protocol member's heartbeats resume after

@@ -198,7 +198,14 @@ fn a_duplicate_instance_id_refuses_the_newcomer_and_leaves_the_incumbent_consumi
         owned(ms[0]).len() == 6
     });
     let epoch = a.generation().unwrap().id;
-    let mut newcomer = member(&c, &group, &topic, Some("same"));
+    let mut newcomer = c
+        .member(&group)
+        .subscribe([topic.as_str()])
+        .group_protocol(GroupProtocol::Consumer)
+        .group_instance_id("same")
+        .unreleased_instance_id_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
     let e = newcomer.join(Duration::from_secs(30)).unwrap_err();
     assert!(matches!(e, Error::InstanceInUse { .. }), "{e}");
     let text = e.to_string();
@@ -573,4 +580,45 @@ fn the_consumer_protocol_through_the_proxys_3_8_table_is_one_clear_error_or_clas
     assert_eq!(m.group_protocol(), GroupProtocol::Classic);
     assert_eq!(m.assignment().len(), 2);
     m.close().unwrap();
+}
+
+#[test]
+fn a_static_member_restarted_after_a_crash_gets_in_once_the_old_session_expires() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-crash", PARTITIONS, 1);
+    let group = unique_name("cp-crash");
+    let mut a = member(&c, &group, &topic, Some("a"));
+    let mut b = member(&c, &group, &topic, Some("b"));
+    for m in [&mut a, &mut b] {
+        m.join(Duration::from_secs(30)).unwrap();
+    }
+    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
+        balanced(ms, 3)
+    });
+    let mine = owned(&b);
+    // No leave heartbeat: the coordinator holds b's instance id until its session expires, and
+    // answers the restarted process UNRELEASED_INSTANCE_ID until then (retried, by default for
+    // 45 s).
+    let crashed = Instant::now();
+    b.crash_for_tests();
+    let mut b = member(&c, &group, &topic, Some("b"));
+    b.join(Duration::from_secs(30)).unwrap();
+    let joined = crashed.elapsed();
+    poll_until(
+        &mut [&mut a, &mut b],
+        Duration::from_secs(30),
+        "3 each again",
+        |ms| balanced(ms, 3),
+    );
+    assert!(
+        joined >= BROKER_SESSION - Duration::from_secs(1),
+        "joined after {joined:?}"
+    );
+    eprintln!(
+        "restart after a crash: joined after {joined:?}, b had {mine:?}, has {:?}",
+        owned(&b)
+    );
 }

@@ -3,8 +3,9 @@
 //! (seeded, so a failure replays): within the session timeout, beyond it, and by starting a
 //! duplicate of a running instance id, which must fence the older process. The bookkeeping is
 //! the shared [`Checker`]'s, so this test and the chaos suite count loss the same way. The
-//! same scenario runs with the eager range assignor and with cooperative-sticky (KIP-429),
-//! whose rebalances revoke and add partitions incrementally.
+//! same scenario runs with the eager range assignor, with cooperative-sticky (KIP-429), whose
+//! rebalances revoke and add partitions incrementally, and on KIP-848's consumer protocol,
+//! where a duplicate instance id refuses the *newcomer* and the running process goes on.
 
 use crate::consumer_tests::builder;
 use crate::group_tests::{client, topic_with_partitions};
@@ -14,7 +15,8 @@ use crate::support::{broker, unique_name, wait_for};
 use kafka_group::unstable::key_partition;
 use kafka_group::ProducerRecord;
 use kafka_group::{
-    Assignor, Client, Consumer, CooperativeStickyAssignor, Error, RangeAssignor, RebalanceProtocol,
+    Assignor, Client, Consumer, CooperativeStickyAssignor, Error, GroupProtocol, OffsetReset, RangeAssignor,
+    RebalanceProtocol,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -36,6 +38,8 @@ enum End {
     Closed,
     Crashed,
     Fenced,
+    /// Consumer protocol: refused as a duplicate (`Error::InstanceInUse`).
+    Refused,
     Failed(String),
 }
 
@@ -52,8 +56,12 @@ struct Ctx {
     checker: Checker,
     throttle: Arc<AtomicBool>,
     incarnations: AtomicUsize,
-    assignor: Arc<dyn Assignor>,
+    /// The classic protocol with this assignor, or the consumer protocol (`None`).
+    assignor: Option<Arc<dyn Assignor>>,
 }
+
+/// The consumer protocol's session timeout on the test brokers (`scripts/kafka`).
+const BROKER_SESSION: Duration = Duration::from_secs(6);
 
 struct Slot {
     instance: String,
@@ -65,13 +73,31 @@ struct Slot {
 impl Slot {
     fn start(ctx: &Ctx, instance: &str) -> Slot {
         let incarnation = ctx.incarnations.fetch_add(1, Ordering::SeqCst);
-        let consumer = builder(&ctx.client, &ctx.group, &ctx.topic)
-            .group_instance_id(instance)
-            .session_timeout(SESSION)
-            .max_poll_records(MAX_POLL_RECORDS)
-            .assignors(vec![ctx.assignor.clone()])
-            .build()
-            .unwrap();
+        let consumer = match &ctx.assignor {
+            Some(assignor) => builder(&ctx.client, &ctx.group, &ctx.topic)
+                .group_instance_id(instance)
+                .session_timeout(SESSION)
+                .max_poll_records(MAX_POLL_RECORDS)
+                .assignors(vec![assignor.clone()])
+                .build()
+                .unwrap(),
+            None => ctx
+                .client
+                .consumer(&ctx.group)
+                .subscribe([ctx.topic.as_str()])
+                .group_protocol(GroupProtocol::Consumer)
+                .group_instance_id(instance)
+                // A restart after a crash waits out the old session (6 s); a duplicate is
+                // refused after this.
+                .unreleased_instance_id_timeout(Duration::from_secs(10))
+                .max_poll_interval(Duration::from_secs(20))
+                .auto_offset_reset(OffsetReset::Earliest)
+                .enable_auto_commit(false)
+                .fetch_max_wait(Duration::from_millis(100))
+                .max_poll_records(MAX_POLL_RECORDS)
+                .build()
+                .unwrap(),
+        };
         let stop = Arc::new(AtomicU8::new(RUN));
         let log = ctx.checker.member(instance);
         let (throttle, stop2) = (ctx.throttle.clone(), stop.clone());
@@ -103,6 +129,7 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
         let polled = match c.poll(Duration::from_millis(200)) {
             Ok(p) => p,
             Err(Error::Fenced { .. }) => return End::Fenced,
+            Err(Error::InstanceInUse { .. }) => return End::Refused,
             Err(e) => return End::Failed(format!("poll: {e}")),
         };
         if polled.lost().is_some() {
@@ -129,6 +156,11 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
             }
         }
         if polled.records.is_empty() {
+            if stop.load(Ordering::SeqCst) == CRASH {
+                // A member with nothing left to read crashes all the same.
+                c.crash_for_tests();
+                return End::Crashed;
+            }
             continue;
         }
         log.delivered(&polled.records);
@@ -136,7 +168,8 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
             std::thread::sleep(PROCESSING);
         }
         if stop.load(Ordering::SeqCst) == CRASH {
-            drop(c);
+            // Nothing more goes to the broker: no commit, no leave of any kind.
+            c.crash_for_tests();
             return End::Crashed;
         }
         match c.commit() {
@@ -161,15 +194,24 @@ fn processed(ctx: &Ctx) -> usize {
 
 #[test]
 fn static_members_restarted_at_random_lose_nothing() {
-    lose_nothing(Arc::new(RangeAssignor));
+    lose_nothing(Some(Arc::new(RangeAssignor)));
 }
 
 #[test]
 fn cooperative_static_members_restarted_at_random_lose_nothing() {
-    lose_nothing(Arc::new(CooperativeStickyAssignor));
+    lose_nothing(Some(Arc::new(CooperativeStickyAssignor)));
 }
 
-fn lose_nothing(assignor: Arc<dyn Assignor>) {
+#[test]
+fn consumer_protocol_static_members_restarted_at_random_lose_nothing() {
+    if broker::shared().version().starts_with('3') {
+        return; // Kafka 4.0+ only; the fallback has its own tests.
+    }
+    lose_nothing(None);
+}
+
+fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
+    let consumer_protocol = assignor.is_none();
     let started = Instant::now();
     let b = broker::shared();
     let client = client(b.bootstrap());
@@ -241,9 +283,24 @@ fn lose_nothing(assignor: Arc<dyn Assignor>) {
                 assert_eq!(end, expected_end, "{instance} stopping");
                 crashes += usize::from(how == CRASH);
                 if kind == Restart::BeyondSession {
-                    std::thread::sleep(SESSION + Duration::from_secs(1));
+                    let session = if consumer_protocol {
+                        BROKER_SESSION
+                    } else {
+                        SESSION
+                    };
+                    std::thread::sleep(session + Duration::from_secs(1));
                 }
                 slots.insert(i, Slot::start(&ctx, &instance));
+            }
+            Restart::Duplicate if consumer_protocol => {
+                // KIP-848: the newcomer is refused; the running process is not touched.
+                let newer = Slot::start(&ctx, &slots[i].instance);
+                wait_for("the newcomer to be refused", Duration::from_secs(30), || {
+                    newer.handle.is_finished()
+                });
+                let instance = newer.instance.clone();
+                assert_eq!(newer.stop(CLOSE), End::Refused, "{instance} (the newcomer)");
+                fenced += 1;
             }
             Restart::Duplicate => {
                 let newer = Slot::start(&ctx, &slots[i].instance);
@@ -342,7 +399,7 @@ fn lose_nothing(assignor: Arc<dyn Assignor>) {
         expected.values().collect::<Vec<_>>()
     );
     eprintln!(
-        "no-loss: restarts {counts:?} ({crashes} as crashes); {fenced} fenced; {} incarnations; \
+        "no-loss: restarts {counts:?} ({crashes} as crashes); {fenced} duplicates stopped (the older fenced; under the consumer protocol the newcomer refused); {} incarnations; \
          {at_plan_end} records processed when the restarts ended; all consumed after \
          {consumed_in:.1?}, test {:.1?}",
         ctx.incarnations.load(Ordering::SeqCst),

@@ -42,6 +42,46 @@ pub(super) struct ConsumerMember {
     coordinator: Option<crate::client::Broker>,
 }
 
+/// How many UNRELEASED_INSTANCE_ID answers, one per `backoff`, make up `timeout`.
+fn unreleased_retries(timeout: Duration, backoff: Duration) -> u32 {
+    let per = backoff.max(Duration::from_millis(1)).as_millis();
+    u32::try_from(timeout.as_millis() / per)
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+/// How the steps of one call become events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Batching {
+    /// `join`: everything up to the join, in order (an assignment, its loss, the next one).
+    InOrder,
+    /// `poll`: at most one `Assigned`, `Revoked` or `Lost` per call, so that each of
+    /// [`Polled`](crate::Polled)'s `assigned()`, `revoked()` and `lost()` says all of it; the
+    /// rest waits for the next poll.
+    OneKind,
+}
+
+/// Whether `step` can join the events a poll already has: nothing after a revocation or a
+/// loss, and an assignment only after other assignments (merged into one).
+fn fits(events: &[GroupEvent], step: &Step) -> bool {
+    let mut membership = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                GroupEvent::Assigned { .. } | GroupEvent::Revoked { .. } | GroupEvent::Lost { .. }
+            )
+        })
+        .peekable();
+    if membership.peek().is_none() {
+        return true;
+    }
+    // Merged into the last event, which must be that assignment.
+    matches!(step, Step::Assign(_))
+        && membership.all(|e| matches!(e, GroupEvent::Assigned { .. }))
+        && matches!(events.last(), Some(GroupEvent::Assigned { .. }))
+}
+
 /// How starting the consumer protocol went.
 enum Start {
     /// The heartbeat thread runs.
@@ -93,6 +133,10 @@ impl GroupMember {
                 self.config.max_poll_interval,
             )
             .server_assignor(self.config.remote_assignor.clone())
+            .unreleased_retries(unreleased_retries(
+                self.config.unreleased_instance_id_timeout,
+                self.config.retry_backoff(&self.client),
+            ))
             .rack(self.config.client_rack.clone());
             m.subscribe(self.config.topics.clone());
             m
@@ -174,7 +218,7 @@ impl GroupMember {
                     }
                 }
             }
-            match self.consumer_steps(&mut events, deadline) {
+            match self.consumer_steps(&mut events, deadline, Batching::InOrder) {
                 Ok(()) => {}
                 Err(e) if self.refused_as_unsupported(&e) => {
                     self.undelivered = events;
@@ -241,7 +285,7 @@ impl GroupMember {
             }
         }
         loop {
-            match self.consumer_steps(&mut events, deadline) {
+            match self.consumer_steps(&mut events, deadline, Batching::OneKind) {
                 Ok(()) => {}
                 Err(e) if self.refused_as_unsupported(&e) => {
                     self.undelivered = events;
@@ -269,7 +313,12 @@ impl GroupMember {
 
     /// Acknowledges a revocation the application had, takes what the heartbeat thread queued,
     /// and reports it as events, in order.
-    fn consumer_steps(&mut self, events: &mut Vec<GroupEvent>, deadline: Instant) -> Result<()> {
+    fn consumer_steps(
+        &mut self,
+        events: &mut Vec<GroupEvent>,
+        deadline: Instant,
+        batching: Batching,
+    ) -> Result<()> {
         let Some(c) = self.consumer.as_mut() else {
             return Ok(());
         };
@@ -321,12 +370,7 @@ impl GroupMember {
             let settled = epoch > 0 && *shared.membership.phase() == Phase::Stable;
             drop(shared);
             if settled && c.pending.is_empty() && !c.joined {
-                c.joined = true;
-                self.metrics.joined(
-                    self.join_started.take().map_or(Duration::ZERO, |t| t.elapsed()),
-                    Duration::ZERO,
-                    true,
-                );
+                self.mark_joined();
                 if !events.iter().any(|e| matches!(e, GroupEvent::Assigned { .. })) {
                     // Joined with nothing (yet): say so, as a classic join does.
                     events.push(GroupEvent::Assigned {
@@ -337,12 +381,17 @@ impl GroupMember {
                 }
             }
         }
-        self.report_pending(events, deadline)
+        self.report_pending(events, deadline, batching)
     }
 
     /// Reports the pending steps until one needs the application first (a revocation) or
     /// names a topic the metadata does not know yet.
-    fn report_pending(&mut self, events: &mut Vec<GroupEvent>, deadline: Instant) -> Result<()> {
+    fn report_pending(
+        &mut self,
+        events: &mut Vec<GroupEvent>,
+        deadline: Instant,
+        batching: Batching,
+    ) -> Result<()> {
         loop {
             let Some(c) = self.consumer.as_mut() else {
                 return Ok(());
@@ -354,6 +403,9 @@ impl GroupMember {
                 return Ok(());
             };
             let generation = c.generation.as_ref().map_or(0, |g| g.id);
+            if batching == Batching::OneKind && !fits(events, &step) {
+                return Ok(());
+            }
             let partitions = match &step {
                 Step::Revoke(p) | Step::Assign(p) | Step::Lose(p) => match self.named(p, deadline) {
                     Some(named) => named,
@@ -391,11 +443,26 @@ impl GroupMember {
                         }
                     }
                     log::info!("{}: assigned {} partitions", self.ctx(), partitions.len());
-                    events.push(GroupEvent::Assigned {
-                        generation,
-                        partitions,
-                        rebalanced: None,
-                    });
+                    self.mark_joined();
+                    match events.last_mut() {
+                        // One poll, one `Assigned`: reconciliations that followed each other
+                        // since the last poll are reported together, in the latest epoch.
+                        Some(GroupEvent::Assigned {
+                            generation: g,
+                            partitions: ps,
+                            ..
+                        }) if batching == Batching::OneKind => {
+                            *g = generation;
+                            ps.extend(partitions);
+                            ps.sort();
+                            ps.dedup();
+                        }
+                        _ => events.push(GroupEvent::Assigned {
+                            generation,
+                            partitions,
+                            rebalanced: None,
+                        }),
+                    }
                 }
                 Step::Lose(_) => {
                     remove_from(&mut self.assignment, &partitions);
@@ -416,6 +483,19 @@ impl GroupMember {
                 _ => {}
             }
         }
+    }
+
+    /// The coordinator has taken the member in (its first assignment is reported): `join`
+    /// returns, the join time is recorded.
+    fn mark_joined(&mut self) {
+        let Some(c) = self.consumer.as_mut() else {
+            return;
+        };
+        if std::mem::replace(&mut c.joined, true) {
+            return;
+        }
+        let took = self.join_started.take().map_or(Duration::ZERO, |t| t.elapsed());
+        self.metrics.joined(took, Duration::ZERO, true);
     }
 
     /// `partitions` by topic name, looking unknown topic ids up in the metadata of the
@@ -566,6 +646,13 @@ impl GroupMember {
     /// [`GroupMember::generation`].
     pub(super) fn consumer_generation(&self) -> Option<Option<&Generation>> {
         self.consumer.as_ref().map(|c| c.generation.as_ref())
+    }
+
+    /// Stops the consumer protocol's heartbeat thread without leaving (a crash, for tests).
+    pub(super) fn abandon_consumer_protocol(&mut self) {
+        if let Some(mut c) = self.consumer.take() {
+            c.thread.shutdown(Duration::from_secs(1));
+        }
     }
 
     /// Test hook behind `freeze_heartbeats_for_tests`.
