@@ -5,10 +5,14 @@
 //! Three static members (group.instance.id demo-a, demo-b, demo-c) share a 6-partition topic.
 //! demo-b restarts twice: quickly (static membership keeps the group as it is) and after longer
 //! than the session timeout (the coordinator expires it and the group rebalances twice).
+//! It runs on either group protocol ([`Settings::protocol`]): classic, where the members'
+//! `session.timeout.ms` applies and a rebalance revokes everything (range assignor), or KIP-848's
+//! consumer protocol, where the broker's `group.consumer.session.timeout.ms` applies and the
+//! coordinator moves only the partitions that must move, without revoking the others'.
 //! Lines start with the phase (`quick restart:`, `slow restart:`, `summary:`) and carry plain
 //! numbers, so the output can be grepped.
 
-use kafka_group::{Client, Consumer, NewTopic, OffsetReset, ProducerRecord};
+use kafka_group::{Client, Consumer, GroupProtocol, NewTopic, OffsetReset, ProducerRecord};
 use kafka_group::{GroupEvent, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write;
@@ -28,10 +32,14 @@ pub struct Settings {
     pub partitions: i32,
     /// Records produced before the members start.
     pub records: usize,
-    /// `session.timeout.ms` of every member.
+    /// `session.timeout.ms` of every member (classic), or the broker's
+    /// `group.consumer.session.timeout.ms` (consumer protocol: the members cannot set it).
     pub session_timeout: Duration,
-    /// `heartbeat.interval.ms` of every member.
+    /// `heartbeat.interval.ms` of every member (classic; the broker's under the consumer
+    /// protocol, used here only to pace the story).
     pub heartbeat_interval: Duration,
+    /// `group.protocol` of every member.
+    pub protocol: GroupProtocol,
 }
 
 impl Settings {
@@ -43,7 +51,18 @@ impl Settings {
             records: 6000,
             session_timeout,
             heartbeat_interval: session_timeout / 10,
+            protocol: GroupProtocol::Classic,
         }
+    }
+
+    /// The same story on `protocol`.
+    pub fn protocol(mut self, protocol: GroupProtocol) -> Settings {
+        self.protocol = protocol;
+        self
+    }
+
+    fn incremental(&self) -> bool {
+        self.protocol == GroupProtocol::Consumer
     }
 }
 
@@ -122,6 +141,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A consumer polled by its own thread, as a separate application process would run it.
 struct Member {
     id: &'static str,
+    /// Under the consumer protocol (events list changes; epochs are per member).
+    incremental: bool,
     view: Arc<Mutex<View>>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
@@ -140,12 +161,15 @@ impl Member {
             .bootstrap_servers(&s.bootstrap)
             .client_id(id)
             .build()?;
-        let consumer = client
-            .consumer(group)
-            .subscribe([topic])
-            .group_instance_id(id)
-            .session_timeout(s.session_timeout)
-            .heartbeat_interval(s.heartbeat_interval)
+        let builder = client.consumer(group).subscribe([topic]).group_instance_id(id);
+        let builder = match s.protocol {
+            GroupProtocol::Classic => builder
+                .session_timeout(s.session_timeout)
+                .heartbeat_interval(s.heartbeat_interval),
+            // The broker owns the session timeout and the heartbeat interval.
+            GroupProtocol::Consumer => builder.group_protocol(GroupProtocol::Consumer),
+        };
+        let consumer = builder
             .max_poll_interval(Duration::from_secs(30))
             .auto_offset_reset(OffsetReset::Earliest)
             .enable_auto_commit(false)
@@ -160,6 +184,7 @@ impl Member {
             .spawn(move || consume(consumer, id, &v, &st, &t))?;
         Ok(Member {
             id,
+            incremental: s.incremental(),
             view,
             stop,
             handle: Some(handle),
@@ -170,8 +195,9 @@ impl Member {
         lock(&self.view).clone()
     }
 
-    /// Stops the thread, which commits and closes the consumer (a static member sends no
-    /// LeaveGroup: the coordinator keeps its partitions until the session times out).
+    /// Stops the thread, which commits and closes the consumer (a static member does not leave
+    /// for good — classic: no LeaveGroup; consumer protocol: the leave heartbeat with epoch
+    /// -2 — so the coordinator keeps its partitions until the session times out).
     fn halt(&mut self) -> Result<(), BoxError> {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
@@ -198,6 +224,9 @@ impl Drop for Member {
 
 /// The member's loop: poll, count, commit after every batch and before giving partitions up.
 fn consume(mut c: Consumer, id: &str, view: &Mutex<View>, stop: &AtomicBool, tally: &Mutex<Tally>) {
+    // Incremental rebalancing (the consumer protocol): each event lists only what changed.
+    let incremental =
+        c.member().map(|m| m.rebalance_protocol()) == Some(kafka_group::RebalanceProtocol::Cooperative);
     while !stop.load(Ordering::SeqCst) {
         let polled = match c.poll(Duration::from_millis(100)) {
             Ok(p) => p,
@@ -211,6 +240,18 @@ fn consume(mut c: Consumer, id: &str, view: &Mutex<View>, stop: &AtomicBool, tal
             let mut v = lock(view);
             for e in &polled.events {
                 match e {
+                    GroupEvent::Revoked {
+                        generation,
+                        partitions,
+                    } if incremental => {
+                        let left: Vec<i32> = v.owned.take().map_or_else(Vec::new, |(_, ps)| {
+                            ps.into_iter()
+                                .filter(|p| !partitions.iter().any(|tp| tp.partition == *p))
+                                .collect()
+                        });
+                        v.owned = (!left.is_empty()).then_some((*generation, left));
+                        v.changes.push((now, Change::Revoked));
+                    }
                     GroupEvent::Revoked { .. } | GroupEvent::Lost { .. } => {
                         v.owned = None;
                         v.changes.push((now, Change::Revoked));
@@ -221,7 +262,15 @@ fn consume(mut c: Consumer, id: &str, view: &Mutex<View>, stop: &AtomicBool, tal
                         ..
                     } => {
                         let mut ps: Vec<i32> = partitions.iter().map(|tp| tp.partition).collect();
+                        if incremental {
+                            ps.extend(v.owned.take().map_or_else(Vec::new, |(_, kept)| kept));
+                        }
                         ps.sort_unstable();
+                        ps.dedup();
+                        if ps.is_empty() && incremental {
+                            // Joined with nothing yet: the partitions come when freed.
+                            continue;
+                        }
                         v.owned = Some((*generation, ps));
                         v.changes.push((
                             now,
@@ -284,17 +333,19 @@ fn wait_until(
     }
 }
 
-/// The generation all `members` own partitions in, if they cover the topic exactly once.
+/// The generation all `members` own partitions in, if they cover the topic exactly once. Under
+/// the consumer protocol each member has its own epoch: the highest stands for them.
 fn converged(members: &[&Member], partitions: i32) -> Option<i32> {
     let mut generation = None;
     let mut all = BTreeSet::new();
     let mut total = 0;
+    let per_member = members.iter().any(|m| m.incremental);
     for m in members {
         let (g, ps) = m.owned()?;
-        if generation.is_some_and(|x| x != g) {
+        if !per_member && generation.is_some_and(|x| x != g) {
             return None;
         }
-        generation = Some(g);
+        generation = Some(generation.map_or(g, |x: i32| x.max(g)));
         total += ps.len();
         all.extend(ps);
     }
@@ -354,8 +405,8 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let topic = format!("demo-{}-{stamp}", std::process::id());
-    let group = format!("demo-group-{}-{stamp}", std::process::id());
+    let topic = format!("demo-{}-{}-{stamp}", s.protocol, std::process::id());
+    let group = format!("demo-group-{}-{}-{stamp}", s.protocol, std::process::id());
     let setup = Client::builder()
         .bootstrap_servers(&s.bootstrap)
         .client_id("demo-setup")
@@ -385,10 +436,14 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
     let tally = Arc::new(Mutex::new(Tally::default()));
     writeln!(
         out,
-        "group {group}: starting 3 static members ({}), session timeout {} ms, heartbeat {} ms",
+        "group {group}: starting 3 static members ({}) on the {} protocol, session timeout {} ms{}",
         MEMBERS.join(", "),
+        s.protocol,
         ms(s.session_timeout),
-        ms(s.heartbeat_interval)
+        match s.protocol {
+            GroupProtocol::Classic => format!(", heartbeat {} ms", ms(s.heartbeat_interval)),
+            GroupProtocol::Consumer => " (the broker's group.consumer.session.timeout.ms)".into(),
+        }
     )?;
     let t = Instant::now();
     let a = Member::start(s, &group, &topic, MEMBERS[0], &tally)?;
@@ -459,7 +514,9 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
         )?;
     }
     let b_after = b.owned();
-    let rebalanced = !(others_kept && b_after == before[1] && b_gen == gen);
+    // Under the consumer protocol epochs are per member: the partitions say it all.
+    let same_partitions = b_after.as_ref().map(|o| &o.1) == before[1].as_ref().map(|o| &o.1);
+    let rebalanced = !(others_kept && same_partitions && (s.incremental() || b_gen == gen));
     writeln!(
         out,
         "quick restart: rebalanced: {} (generation {gen} -> {}), demo-b had its partitions back in {} ms",
@@ -484,28 +541,41 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
         out,
         "slow restart: produced {away} more records while demo-b is away"
     )?;
+    // Classic: the expiry starts a rebalance that revokes everything from demo-a and demo-c.
+    // Consumer protocol: the coordinator hands them demo-b's partitions, nothing is revoked.
+    let changed = |v: &View| match s.incremental() {
+        false => v.first_revocation_since(t_close),
+        true => v.first_assignment_since(t_close).map(|(at, _)| at),
+    };
     wait_until(
         "the coordinator to expire demo-b",
         s.session_timeout + STEP_TIMEOUT,
         &[&a, &c],
-        || a.view().revocations_since(t_close) > 0 && c.view().revocations_since(t_close) > 0,
+        || changed(&a.view()).is_some() && changed(&c.view()).is_some(),
     )?;
     let expired = [a.view(), c.view()]
         .iter()
-        .filter_map(|v| v.first_revocation_since(t_close))
+        .filter_map(changed)
         .min()
         .map_or(Duration::ZERO, |at| at.saturating_duration_since(t_close));
     writeln!(
         out,
-        "slow restart: {} ms after the close the coordinator expired demo-b's session: demo-a and \
-         demo-c had their partitions revoked (generation {gen})",
-        ms(expired)
+        "slow restart: {} ms after the close the coordinator expired demo-b's session: {}",
+        ms(expired),
+        match s.incremental() {
+            false => format!("demo-a and demo-c had their partitions revoked (generation {gen})"),
+            true => format!(
+                "demo-a and demo-c were given demo-b's partitions and kept their own (revocations: {}, {})",
+                a.view().revocations_since(t_close),
+                c.view().revocations_since(t_close)
+            ),
+        }
     )?;
     let gen_without_b = wait_converged(
         "demo-a and demo-c to take over",
         &[&a, &c],
         s.partitions,
-        Some(gen),
+        Some(gen).filter(|_| !s.incremental()),
     )?;
     // demo-b's partitions were read by nobody from the close until now.
     let unread = t_close.elapsed();
@@ -530,7 +600,7 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
         "the three members to converge again",
         &[&a, &b, &c],
         s.partitions,
-        Some(gen_without_b),
+        Some(gen_without_b).filter(|_| !s.incremental()),
     )?;
     let converged_in = t_start.elapsed();
     let b_back = b
@@ -548,8 +618,10 @@ pub fn run(s: &Settings, out: &mut dyn Write) -> Result<(), BoxError> {
     let (va, vc) = (a.view(), c.view());
     let mut gens = vec![gen];
     gens.extend(va.generations_since(t_close));
-    let rebalanced =
-        gen_final != gen || va.revocations_since(t_close) > 0 || vc.revocations_since(t_close) > 0;
+    let rebalanced = gen_final != gen
+        || va.revocations_since(t_close) > 0
+        || vc.revocations_since(t_close) > 0
+        || (s.incremental() && va.first_assignment_since(t_close).is_some());
     writeln!(
         out,
         "slow restart: rebalanced: {} (generation {}), demo-a revoked {} times, demo-c revoked {} \

@@ -390,7 +390,10 @@ impl GroupMember {
 
     /// The coordinator in use.
     pub fn coordinator(&self) -> Option<&Broker> {
-        self.coordinator.as_ref()
+        match self.consumer_coordinator() {
+            Some(b) => b,
+            None => self.coordinator.as_ref(),
+        }
     }
 
     /// Join, sync and heartbeat figures.

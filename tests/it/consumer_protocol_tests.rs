@@ -622,3 +622,68 @@ fn a_static_member_restarted_after_a_crash_gets_in_once_the_old_session_expires(
         owned(&b)
     );
 }
+
+/// The coordinator's broker dies (3-node cluster): the members find the new coordinator, which
+/// loaded the group from `__consumer_offsets`, and keep their partitions and epochs.
+#[test]
+fn coordinator_failover_keeps_a_consumer_protocol_group() {
+    if broker::version_under_test().starts_with('3') {
+        return;
+    }
+    let cluster = broker::Cluster::start(3, broker::version_under_test());
+    let c = crate::group_tests::failover_client(cluster.bootstrap())
+        .build()
+        .unwrap();
+    let topic = create_topic(&c, "cp-failover", PARTITIONS, 3);
+    let group = unique_name("cp-failover");
+    let mut ms: Vec<GroupMember> = ["a", "b", "c"]
+        .iter()
+        .map(|i| member(&c, &group, &topic, Some(i)))
+        .collect();
+    {
+        let mut refs: Vec<&mut GroupMember> = ms.iter_mut().collect();
+        poll_until(&mut refs, Duration::from_secs(60), "2 each", |ms| balanced(ms, 2));
+    }
+    let before: Vec<(BTreeSet<TopicPartition>, i32)> = ms
+        .iter()
+        .map(|m| (owned(m), m.generation().unwrap().id))
+        .collect();
+    let coordinator = c.find_coordinator(&group).unwrap();
+    cluster.kill(coordinator.id as usize);
+    let killed = Instant::now();
+    let mut refs: Vec<&mut GroupMember> = ms.iter_mut().collect();
+    let mut seen = poll_until(
+        &mut refs,
+        Duration::from_secs(60),
+        "every member at the new coordinator",
+        |ms| {
+            ms.iter()
+                .all(|m| m.coordinator().is_some_and(|b| b.id != coordinator.id))
+        },
+    );
+    let moved_after = killed.elapsed();
+    // Heartbeats go on at the new coordinator, with nothing revoked or lost.
+    for (all, more) in seen.iter_mut().zip(poll_for(&mut refs, Duration::from_secs(3))) {
+        all.extend(more);
+    }
+    for ((m, events), (partitions, epoch)) in refs.iter().zip(&seen).zip(&before) {
+        assert!(
+            events
+                .iter()
+                .all(|e| !matches!(e, GroupEvent::Revoked { .. } | GroupEvent::Lost { .. })),
+            "{:?}: {events:?}",
+            m.group_instance_id()
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, GroupEvent::CoordinatorMoved { .. })),
+            "{events:?}"
+        );
+        assert_eq!((&owned(m), m.generation().unwrap().id), (partitions, *epoch));
+    }
+    eprintln!(
+        "consumer protocol: coordinator {} died, members followed within {moved_after:?}",
+        coordinator.id
+    );
+}

@@ -10,7 +10,28 @@ use std::time::{Duration, Instant};
 #[test]
 fn demo_quick_restart_keeps_the_group_and_slow_restart_rebalances() {
     let b = broker::shared();
-    let settings = scenario::Settings::new(b.bootstrap(), Duration::from_secs(3));
+    demo(scenario::Settings::new(b.bootstrap(), Duration::from_secs(3)));
+}
+
+/// `--protocol consumer`: the broker's session timeout (6 s in scripts/kafka).
+#[test]
+fn demo_on_the_consumer_protocol() {
+    let b = broker::shared();
+    if b.version().starts_with('3') {
+        return;
+    }
+    let text = demo(
+        scenario::Settings::new(b.bootstrap(), Duration::from_secs(6))
+            .protocol(kafka_group::GroupProtocol::Consumer),
+    );
+    assert!(
+        text.contains("were given demo-b's partitions and kept their own (revocations: 0, 0)"),
+        "{text}"
+    );
+}
+
+/// Runs the story and checks what both protocols share; returns what it printed.
+fn demo(settings: scenario::Settings) -> String {
     let mut out = Vec::new();
     let t = Instant::now();
     let result = scenario::run(&settings, &mut out);
@@ -36,4 +57,5 @@ fn demo_quick_restart_keeps_the_group_and_slow_restart_rebalances() {
     );
     let committed = line("summary: committed offsets:");
     assert!(committed.ends_with("lag 0"), "{committed}");
+    text
 }

@@ -665,6 +665,12 @@ impl GroupMember {
         }
     }
 
+    /// The coordinator the consumer-protocol member's heartbeats last reached, as of the last
+    /// call.
+    pub(super) fn consumer_coordinator(&self) -> Option<Option<&crate::client::Broker>> {
+        self.consumer.as_ref().map(|c| c.coordinator.as_ref())
+    }
+
     /// Whether the consumer-protocol member has yet to join.
     pub(super) fn consumer_joining(&self) -> Option<bool> {
         self.consumer.as_ref().map(|c| !c.joined)
