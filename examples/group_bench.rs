@@ -1,7 +1,7 @@
 //! Timed benchmarks of group membership against a real broker (figures, not a test).
 //!
 //! ```text
-//! cargo run --release --example group_bench -- restart [RESTARTS]   # static restart -> assignment back
+//! cargo run --release --example group_bench -- restart [RESTARTS]   # static restart -> assignment back, classic and consumer protocol
 //! cargo run --release --example group_bench -- dynamic [GROUPS]     # first join of a new dynamic group
 //! cargo run --release --example group_bench -- many [MEMBERS]       # N static members in one process
 //! cargo run --release --example group_bench -- absorb [ROUNDS] [WORK_MS]  # a 4th member joins: range vs cooperative-sticky
@@ -12,7 +12,7 @@
 mod support;
 
 use kafka_group::{Assignor, Client, CooperativeStickyAssignor, OffsetReset, ProducerRecord, RangeAssignor};
-use kafka_group::{GroupEvent, GroupMember, TopicPartition};
+use kafka_group::{GroupEvent, GroupMember, GroupProtocol, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,58 +83,93 @@ fn run(mut m: GroupMember, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Gro
     })
 }
 
-/// Three static members; one of them restarts `restarts` times within the session timeout.
-/// Measures the restart from "new process builds its client" to "it has its assignment", and
-/// checks every time that the generation did not change and the partitions came back.
+/// Three static members; one of them restarts `restarts` times within the session timeout,
+/// on each group protocol in turn (a classic group and a consumer-protocol group side by side,
+/// interleaved, so that both see the same machine). Measures the restart from "new process
+/// builds its client" to "it has its assignment", and checks every time that the partitions
+/// came back (and, on classic, that the generation did not change).
 fn restart(bootstrap: &str, restarts: usize) -> Result<(), BoxError> {
     let setup = client(bootstrap)?;
     let topic = topic(&setup, 6)?;
-    let group = format!("restart-bench-{}", std::process::id());
     let stop = Arc::new(AtomicBool::new(false));
     let mut others = Vec::new();
-    for id in ["a", "c"] {
-        let mut m = static_member(&setup, &group, &topic, id)?;
-        m.join(Duration::from_secs(60))?;
-        others.push(run(m, stop.clone()));
-    }
-    let mut b = static_member(&setup, &group, &topic, "b")?;
-    b.join(Duration::from_secs(60))?;
-    // Let the three settle into one generation.
-    std::thread::sleep(Duration::from_secs(5));
-    b.poll(Duration::from_millis(10))?;
-    let generation = b.generation().map(|g| g.id).ok_or("no generation")?;
-    let partitions = b.assignment().clone();
-    println!("group {group}: generation {generation}, b owns {partitions}");
-    let (mut fresh, mut reused) = (Vec::new(), Vec::new());
-    for i in 0..restarts {
-        b.close()?;
-        // Alternate: a restarted process (new Client: bootstrap connection, ApiVersions,
-        // FindCoordinator, coordinator connection, JoinGroup, SyncGroup) and a member rebuilt
-        // on a live Client (connections to the bootstrap broker already open).
-        let t = Instant::now();
-        let c = if i % 2 == 0 {
-            client(bootstrap)?
-        } else {
-            setup.clone()
-        };
-        b = static_member(&c, &group, &topic, "b")?;
-        let events = b.join(Duration::from_secs(60))?;
-        let took = t.elapsed();
-        let same =
-            matches!(events.last(), Some(GroupEvent::Assigned { generation: g, .. }) if *g == generation);
-        if !same || *b.assignment() != partitions {
-            return Err(format!("restart {i}: generation or assignment changed: {events:?}").into());
+    let mut groups = Vec::new();
+    for protocol in [GroupProtocol::Classic, GroupProtocol::Consumer] {
+        let group = format!("restart-bench-{protocol}-{}", std::process::id());
+        for id in ["a", "c"] {
+            let mut m = member_on(protocol, &setup, &group, &topic, id)?;
+            m.join(Duration::from_secs(60))?;
+            others.push(run(m, stop.clone()));
         }
-        if i % 2 == 0 { &mut fresh } else { &mut reused }.push(took);
+        let mut b = member_on(protocol, &setup, &group, &topic, "b")?;
+        b.join(Duration::from_secs(60))?;
+        groups.push((protocol, group, Some(b)));
     }
-    report("static restart, new Client (process restart)", fresh);
-    report("static restart, live Client", reused);
+    // Let each group settle (the consumer protocol hands partitions over incrementally).
+    std::thread::sleep(Duration::from_secs(5));
+    let mut expected = Vec::new();
+    for (protocol, group, b) in &mut groups {
+        let b = b.as_mut().ok_or("no member")?;
+        b.poll(Duration::from_millis(10))?;
+        let generation = b.generation().map(|g| g.id).ok_or("no generation")?;
+        println!("group {group} ({protocol}): generation {generation}, b owns {}", b.assignment());
+        expected.push((generation, b.assignment().clone()));
+    }
+    let mut samples: Vec<(Vec<Duration>, Vec<Duration>)> = vec![Default::default(); groups.len()];
+    for i in 0..restarts {
+        for (k, (protocol, group, b)) in groups.iter_mut().enumerate() {
+            b.take().ok_or("no member")?.close()?;
+            // Alternate: a restarted process (new Client: bootstrap connection, ApiVersions,
+            // FindCoordinator, coordinator connection, the join) and a member rebuilt on a
+            // live Client (connections to the bootstrap broker already open).
+            let t = Instant::now();
+            let c = if i % 2 == 0 {
+                client(bootstrap)?
+            } else {
+                setup.clone()
+            };
+            let b = b.insert(member_on(*protocol, &c, group, &topic, "b")?);
+            let events = b.join(Duration::from_secs(60))?;
+            let took = t.elapsed();
+            let (generation, partitions) = &expected[k];
+            let same_generation = *protocol == GroupProtocol::Consumer
+                || matches!(events.last(), Some(GroupEvent::Assigned { generation: g, .. }) if g == generation);
+            if !same_generation || b.assignment() != partitions {
+                return Err(format!("{protocol} restart {i}: generation or assignment changed: {events:?}").into());
+            }
+            let (fresh, reused) = &mut samples[k];
+            if i % 2 == 0 { fresh } else { reused }.push(took);
+        }
+    }
+    for ((protocol, _, _), (fresh, reused)) in groups.iter().zip(samples) {
+        report(&format!("{protocol}: static restart, new Client"), fresh);
+        report(&format!("{protocol}: static restart, live Client"), reused);
+    }
     stop.store(true, Ordering::Relaxed);
     for h in others {
         let _ = h.join().map(|m| m.close());
     }
-    b.close()?;
+    for (_, _, b) in groups {
+        if let Some(b) = b {
+            b.close()?;
+        }
+    }
     Ok(())
+}
+
+/// A static member on `protocol` (the consumer protocol's session and heartbeat are the
+/// broker's).
+fn member_on(protocol: GroupProtocol, client: &Client, group: &str, topic: &str, id: &str) -> Result<GroupMember, BoxError> {
+    match protocol {
+        GroupProtocol::Classic => static_member(client, group, topic, id),
+        GroupProtocol::Consumer => Ok(client
+            .member(group)
+            .group_instance_id(id)
+            .subscribe([topic])
+            .group_protocol(GroupProtocol::Consumer)
+            .max_poll_interval(Duration::from_secs(60))
+            .build()?),
+    }
 }
 
 /// First join of a brand-new group by one dynamic member (KIP-394 round trip included).

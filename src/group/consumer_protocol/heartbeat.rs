@@ -61,12 +61,14 @@ pub(crate) struct HeartbeatThread {
 }
 
 impl HeartbeatThread {
-    /// Starts heartbeating at once for `membership`, at `coordinator` if known.
+    /// Starts heartbeating at once for `membership`, at `coordinator` if known, over `link` if
+    /// one is open to it already (the join then costs no second connection).
     pub(crate) fn spawn(
         client: Client,
         group: String,
         membership: Membership,
         coordinator: Option<Broker>,
+        link: Option<Link>,
         retry_backoff: Duration,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<HeartbeatThread> {
@@ -93,7 +95,7 @@ impl HeartbeatThread {
             retry_backoff,
             metrics,
             notices: notice_tx,
-            link: None,
+            link,
         };
         let thread = std::thread::Builder::new()
             .name(format!("kafka-cghb-{group}"))

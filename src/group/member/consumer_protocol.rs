@@ -146,6 +146,9 @@ impl GroupMember {
             self.config.group_id.clone(),
             membership,
             self.coordinator.clone(),
+            // The connection the check above used: the first heartbeat goes out on it at once.
+            // Commits and offset lookups open another when they first need one.
+            self.conn.take(),
             self.config.retry_backoff(&self.client),
             self.metrics.clone(),
         )
