@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example group_bench -- restart [RESTARTS]   # static restart -> assignment back, classic and consumer protocol
+//! cargo run --release --example group_bench -- restart-peers [ROUNDS] [RESTARTS]  # ours and Java 4.4's, interleaved
 //! cargo run --release --example group_bench -- dynamic [GROUPS]     # first join of a new dynamic group
 //! cargo run --release --example group_bench -- many [MEMBERS]       # N static members in one process
 //! cargo run --release --example group_bench -- absorb [ROUNDS] [WORK_MS]  # a 4th member joins: range vs cooperative-sticky
@@ -27,6 +28,11 @@ fn main() -> Result<(), BoxError> {
     let bootstrap = kafka.bootstrap.clone();
     let result = match what.as_str() {
         "restart" => restart(&bootstrap, n.unwrap_or(100)),
+        "restart-peers" => restart_peers(
+            &bootstrap,
+            n.unwrap_or(3),
+            args.get(2).and_then(|a| a.parse().ok()).unwrap_or(40),
+        ),
         "dynamic" => dynamic(&bootstrap, n.unwrap_or(50)),
         "many" => many(&bootstrap, n.unwrap_or(1000)),
         "absorb" => absorb(
@@ -112,7 +118,10 @@ fn restart(bootstrap: &str, restarts: usize) -> Result<(), BoxError> {
         let b = b.as_mut().ok_or("no member")?;
         b.poll(Duration::from_millis(10))?;
         let generation = b.generation().map(|g| g.id).ok_or("no generation")?;
-        println!("group {group} ({protocol}): generation {generation}, b owns {}", b.assignment());
+        println!(
+            "group {group} ({protocol}): generation {generation}, b owns {}",
+            b.assignment()
+        );
         expected.push((generation, b.assignment().clone()));
     }
     let mut samples: Vec<(Vec<Duration>, Vec<Duration>)> = vec![Default::default(); groups.len()];
@@ -135,7 +144,9 @@ fn restart(bootstrap: &str, restarts: usize) -> Result<(), BoxError> {
             let same_generation = *protocol == GroupProtocol::Consumer
                 || matches!(events.last(), Some(GroupEvent::Assigned { generation: g, .. }) if g == generation);
             if !same_generation || b.assignment() != partitions {
-                return Err(format!("{protocol} restart {i}: generation or assignment changed: {events:?}").into());
+                return Err(
+                    format!("{protocol} restart {i}: generation or assignment changed: {events:?}").into(),
+                );
             }
             let (fresh, reused) = &mut samples[k];
             if i % 2 == 0 { fresh } else { reused }.push(took);
@@ -157,9 +168,54 @@ fn restart(bootstrap: &str, restarts: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// Rounds of [`restart`] and of the same with Kafka's Java consumer (`JavaRestartBench.java`,
+/// kafka-clients of `JAVA_KAFKA_VERSION`, default 4.4.0, from scripts/kafka's cache), one after
+/// the other, so that each round compares the two on the same machine load.
+fn restart_peers(bootstrap: &str, rounds: usize, restarts: usize) -> Result<(), BoxError> {
+    let version = std::env::var("JAVA_KAFKA_VERSION").unwrap_or_else(|_| "4.4.0".into());
+    let home = std::env::var("HOME")?;
+    let cache = std::env::var("KAFKA_CACHE").unwrap_or_else(|_| format!("{home}/.cache/kafka-group/kafka"));
+    let libs = format!("{cache}/{version}/libs/*");
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/support/JavaRestartBench.java"
+    );
+    let setup = client(bootstrap)?;
+    let topic = topic(&setup, 6)?;
+    for round in 1..=rounds {
+        println!("round {round}: kafka-group");
+        restart(bootstrap, restarts)?;
+        println!("round {round}: Java {version}");
+        let out = std::process::Command::new("java")
+            .args([
+                "-Xmx512m",
+                "-cp",
+                &libs,
+                source,
+                bootstrap,
+                &topic,
+                &restarts.to_string(),
+                "classic",
+                "consumer",
+            ])
+            .output()?;
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() {
+            return Err(format!("java: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+    }
+    Ok(())
+}
+
 /// A static member on `protocol` (the consumer protocol's session and heartbeat are the
 /// broker's).
-fn member_on(protocol: GroupProtocol, client: &Client, group: &str, topic: &str, id: &str) -> Result<GroupMember, BoxError> {
+fn member_on(
+    protocol: GroupProtocol,
+    client: &Client,
+    group: &str,
+    topic: &str,
+    id: &str,
+) -> Result<GroupMember, BoxError> {
     match protocol {
         GroupProtocol::Classic => static_member(client, group, topic, id),
         GroupProtocol::Consumer => Ok(client

@@ -126,6 +126,19 @@ pub enum GroupEvent {
 /// at once. If the assignment cannot be read for the moment, it tries again at each
 /// [`poll`](Self::poll) (every `retry.backoff.ms`); if it cannot be read at all, it rebalances.
 ///
+/// **Group protocol.** By default the member speaks the classic protocol (JoinGroup,
+/// SyncGroup, Heartbeat; assignments made by the group's leader). With
+/// [`group_protocol(GroupProtocol::Consumer)`](crate::MemberBuilder::group_protocol) it speaks
+/// KIP-848's (Kafka 4.0+): ConsumerGroupHeartbeat on its heartbeat thread, at the interval the
+/// coordinator returns, assignments made by the coordinator and always incremental (`Revoked`
+/// lists only what moves and is acknowledged at the next `poll`; `Assigned` only what is
+/// added), [`Generation::id`] the member epoch. A static member's [`close`](Self::close) then
+/// sends the leave heartbeat with epoch `-2` (the coordinator keeps its partitions for the
+/// session timeout) and [`leave_group`](Self::leave_group) epoch `-1`; and a second process
+/// with the same `group.instance.id` is the one refused
+/// ([`Error::InstanceInUse`](crate::Error::InstanceInUse)), not the running one. The README's
+/// "The consumer group protocol" section compares the two.
+///
 /// A coordinator that denies the group (`GROUP_AUTHORIZATION_FAILED` from FindCoordinator,
 /// JoinGroup, SyncGroup or a heartbeat) stops the member for good, as fencing does: it enters
 /// [`MemberState::Unauthorized`], its heartbeats stop, and every later call returns the

@@ -130,6 +130,27 @@ fn three_static_members_share_the_partitions_and_a_quick_restart_touches_nobody_
     assert_eq!(owned(&a).len() + owned(&b).len(), 4);
 }
 
+/// Two members (static `a` and `b`, or dynamic) of a new group on a new 6-partition topic, with
+/// 3 partitions each: `(group, topic, a, b)`.
+fn settled_pair(
+    c: &Client,
+    prefix: &str,
+    static_members: bool,
+) -> (String, String, GroupMember, GroupMember) {
+    let topic = create_topic(c, prefix, PARTITIONS, 1);
+    let group = unique_name(prefix);
+    let id = |i: &'static str| static_members.then_some(i);
+    let mut a = member(c, &group, &topic, id("a"));
+    let mut b = member(c, &group, &topic, id("b"));
+    for m in [&mut a, &mut b] {
+        m.join(Duration::from_secs(30)).unwrap();
+    }
+    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
+        balanced(ms, 3)
+    });
+    (group, topic, a, b)
+}
+
 /// Polls every member for `d`; returns what each saw.
 fn poll_for(members: &mut [&mut GroupMember], d: Duration) -> Vec<Vec<GroupEvent>> {
     let until = Instant::now() + d;
@@ -144,16 +165,7 @@ fn a_restart_beyond_the_session_timeout_moves_the_partitions_and_back() {
         return;
     }
     let c = client(broker::shared().bootstrap());
-    let topic = create_topic(&c, "cp-slow", PARTITIONS, 1);
-    let group = unique_name("cp-slow");
-    let mut a = member(&c, &group, &topic, Some("a"));
-    let mut b = member(&c, &group, &topic, Some("b"));
-    for m in [&mut a, &mut b] {
-        m.join(Duration::from_secs(30)).unwrap();
-    }
-    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
-        balanced(ms, 3)
-    });
+    let (group, topic, mut a, b) = settled_pair(&c, "cp-slow", true);
     let closed = Instant::now();
     b.close().unwrap();
     // Kept for b for the session timeout, then a takes them all.
@@ -227,16 +239,7 @@ fn leave_group_moves_the_partitions_at_once() {
         return;
     }
     let c = client(broker::shared().bootstrap());
-    let topic = create_topic(&c, "cp-leave", PARTITIONS, 1);
-    let group = unique_name("cp-leave");
-    let mut a = member(&c, &group, &topic, Some("a"));
-    let mut b = member(&c, &group, &topic, Some("b"));
-    for m in [&mut a, &mut b] {
-        m.join(Duration::from_secs(30)).unwrap();
-    }
-    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
-        balanced(ms, 3)
-    });
+    let (_, _, mut a, mut b) = settled_pair(&c, "cp-leave", true);
     let left = Instant::now();
     b.leave_group().unwrap();
     poll_until(&mut [&mut a], Duration::from_secs(30), "a owning all 6", |ms| {
@@ -253,16 +256,7 @@ fn a_member_whose_heartbeats_stop_is_fenced_and_rejoins() {
         return;
     }
     let c = client(broker::shared().bootstrap());
-    let topic = create_topic(&c, "cp-fenced", PARTITIONS, 1);
-    let group = unique_name("cp-fenced");
-    let mut a = member(&c, &group, &topic, None);
-    let mut b = member(&c, &group, &topic, None);
-    for m in [&mut a, &mut b] {
-        m.join(Duration::from_secs(30)).unwrap();
-    }
-    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
-        balanced(ms, 3)
-    });
+    let (_, _, mut a, mut b) = settled_pair(&c, "cp-fenced", false);
     b.freeze_heartbeats_for_tests();
     // The broker expires b and gives its partitions to a.
     poll_until(&mut [&mut a], Duration::from_secs(30), "a owning all 6", |ms| {
@@ -336,18 +330,26 @@ fn the_consumer_protocol_on_kafka_3_9_is_one_clear_error_or_classic_by_policy() 
     let c = client(&broker::shared_legacy().to_string());
     let topic = create_topic(&c, "cp-old", 2, 1);
     let group = unique_name("cp-old");
-    let mut m = member(&c, &group, &topic, Some("a"));
+    refused_then_classic_by_policy(
+        &c,
+        &group,
+        &topic,
+        &["group.protocol=consumer", "Kafka 3.9", "4.0"],
+    );
+}
+
+/// On a coordinator without the consumer protocol: the join fails with the capability error
+/// (its text has every one of `says`); with the fallback policy the member joins as classic.
+fn refused_then_classic_by_policy(c: &Client, group: &str, topic: &str, says: &[&str]) {
+    let mut m = member(c, group, topic, Some("a"));
     let e = m.join(Duration::from_secs(30)).unwrap_err();
     let text = e.to_string();
     assert!(matches!(e, Error::MissingCapability { .. }), "{e}");
-    assert!(
-        text.contains("group.protocol=consumer") && text.contains("4.0"),
-        "{text}"
-    );
+    assert!(says.iter().all(|s| text.contains(s)), "{text}");
     drop(m);
     let mut m = c
-        .member(&group)
-        .subscribe([topic.as_str()])
+        .member(group)
+        .subscribe([topic])
         .group_instance_id("a")
         .group_protocol(GroupProtocol::Consumer)
         .group_protocol_policy(GroupProtocolPolicy::FallBackToClassic)
@@ -560,26 +562,12 @@ fn the_consumer_protocol_through_the_proxys_3_8_table_is_one_clear_error_or_clas
     let direct = client(&upstream_for("kraft-3.8").to_string());
     let topic = create_topic(&direct, "cp-proxy", 2, 1);
     let group = unique_name("cp-proxy");
-    let mut m = member(&c, &group, &topic, Some("a"));
-    let e = m.join(Duration::from_secs(30)).unwrap_err();
-    let text = e.to_string();
-    assert!(
-        text.contains("group.protocol=consumer") && text.contains("Kafka 3.8") && text.contains("4.0"),
-        "{text}"
+    refused_then_classic_by_policy(
+        &c,
+        &group,
+        &topic,
+        &["group.protocol=consumer", "Kafka 3.8", "4.0"],
     );
-    drop(m);
-    let mut m = c
-        .member(&group)
-        .subscribe([topic.as_str()])
-        .group_instance_id("a")
-        .group_protocol(GroupProtocol::Consumer)
-        .group_protocol_policy(GroupProtocolPolicy::FallBackToClassic)
-        .build()
-        .unwrap();
-    m.join(Duration::from_secs(30)).unwrap();
-    assert_eq!(m.group_protocol(), GroupProtocol::Classic);
-    assert_eq!(m.assignment().len(), 2);
-    m.close().unwrap();
 }
 
 #[test]
@@ -588,16 +576,7 @@ fn a_static_member_restarted_after_a_crash_gets_in_once_the_old_session_expires(
         return;
     }
     let c = client(broker::shared().bootstrap());
-    let topic = create_topic(&c, "cp-crash", PARTITIONS, 1);
-    let group = unique_name("cp-crash");
-    let mut a = member(&c, &group, &topic, Some("a"));
-    let mut b = member(&c, &group, &topic, Some("b"));
-    for m in [&mut a, &mut b] {
-        m.join(Duration::from_secs(30)).unwrap();
-    }
-    poll_until(&mut [&mut a, &mut b], Duration::from_secs(30), "3 each", |ms| {
-        balanced(ms, 3)
-    });
+    let (group, topic, mut a, b) = settled_pair(&c, "cp-crash", true);
     let mine = owned(&b);
     // No leave heartbeat: the coordinator holds b's instance id until its session expires, and
     // answers the restarted process UNRELEASED_INSTANCE_ID until then (retried, by default for

@@ -201,37 +201,18 @@ impl GroupMember {
     pub(super) fn consumer_join(&mut self, deadline: Instant) -> Result<Option<Vec<GroupEvent>>> {
         let mut events = std::mem::take(&mut self.undelivered);
         loop {
-            if self.consumer.is_none() {
-                match self.start_consumer_protocol(deadline) {
-                    Ok(Start::Started) => {}
-                    Ok(Start::FellBack) => {
-                        self.undelivered = events;
-                        return Ok(None);
-                    }
-                    Ok(Start::NotYet) => {
-                        self.undelivered = events;
-                        return Err(Error::retries_timeout(
-                            format!("joining group {}", self.config.group_id),
-                            self.last_join_error.take(),
-                        ));
-                    }
-                    Err(e) => {
-                        self.undelivered = events;
-                        return Err(e);
-                    }
+            match self.start_unless_started(&mut events, deadline)? {
+                Start::Started => {}
+                Start::FellBack => return Ok(None),
+                Start::NotYet => {
+                    return Err(Error::retries_timeout(
+                        format!("joining group {}", self.config.group_id),
+                        self.last_join_error.take(),
+                    ))
                 }
             }
-            match self.consumer_steps(&mut events, deadline, Batching::InOrder) {
-                Ok(()) => {}
-                Err(e) if self.refused_as_unsupported(&e) => {
-                    self.undelivered = events;
-                    self.fall_back_or(e)?;
-                    return Ok(None);
-                }
-                Err(e) => {
-                    self.undelivered = events;
-                    return Err(e);
-                }
+            if !self.take_steps(&mut events, deadline, Batching::InOrder)? {
+                return Ok(None);
             }
             if self.consumer.as_ref().is_some_and(|c| c.joined) {
                 return Ok(Some(events));
@@ -258,6 +239,39 @@ impl GroupMember {
         }
     }
 
+    /// Starts the protocol unless it runs; on anything but [`Start::Started`] (an error
+    /// included) the events so far wait for the next call.
+    fn start_unless_started(&mut self, events: &mut Vec<GroupEvent>, deadline: Instant) -> Result<Start> {
+        if self.consumer.is_some() {
+            return Ok(Start::Started);
+        }
+        let started = self.start_consumer_protocol(deadline);
+        if !matches!(started, Ok(Start::Started)) {
+            self.undelivered = std::mem::take(events);
+        }
+        started
+    }
+
+    /// [`consumer_steps`](Self::consumer_steps), with the fallback policy applied when the
+    /// coordinator refuses the protocol on the first heartbeat: `Ok(false)` once the member is
+    /// a classic one. On an error or a fallback, the events so far wait for the next call.
+    fn take_steps(
+        &mut self,
+        events: &mut Vec<GroupEvent>,
+        deadline: Instant,
+        batching: Batching,
+    ) -> Result<bool> {
+        let Err(e) = self.consumer_steps(events, deadline, batching) else {
+            return Ok(true);
+        };
+        self.undelivered = std::mem::take(events);
+        if !self.refused_as_unsupported(&e) {
+            return Err(e);
+        }
+        self.fall_back_or(e)?;
+        Ok(false)
+    }
+
     /// Whether `e` is the coordinator refusing the protocol itself on the first heartbeat (a
     /// broker that advertises ConsumerGroupHeartbeat but answers UNSUPPORTED_VERSION).
     fn refused_as_unsupported(&self, e: &Error) -> bool {
@@ -273,32 +287,15 @@ impl GroupMember {
     /// back to classic, whose poll goes on.
     pub(super) fn consumer_poll(&mut self, deadline: Instant) -> Result<Option<Vec<GroupEvent>>> {
         let mut events = std::mem::take(&mut self.undelivered);
-        if self.consumer.is_none() {
-            match self.start_consumer_protocol(deadline) {
-                Ok(Start::Started) => {}
-                Ok(Start::FellBack) => {
-                    self.undelivered = events;
-                    return Ok(None);
-                }
-                Ok(Start::NotYet) => return Ok(Some(events)),
-                Err(e) => {
-                    self.undelivered = events;
-                    return Err(e);
-                }
-            }
+        match self.start_unless_started(&mut events, deadline)? {
+            Start::Started => {}
+            Start::FellBack => return Ok(None),
+            // The poll's events go now; the start is tried again at the next call.
+            Start::NotYet => return Ok(Some(std::mem::take(&mut self.undelivered))),
         }
         loop {
-            match self.consumer_steps(&mut events, deadline, Batching::OneKind) {
-                Ok(()) => {}
-                Err(e) if self.refused_as_unsupported(&e) => {
-                    self.undelivered = events;
-                    self.fall_back_or(e)?;
-                    return Ok(None);
-                }
-                Err(e) => {
-                    self.undelivered = events;
-                    return Err(e);
-                }
+            if !self.take_steps(&mut events, deadline, Batching::OneKind)? {
+                return Ok(None);
             }
             if !events.is_empty() {
                 return Ok(Some(events));

@@ -97,7 +97,7 @@ fn tps(partitions: &[i32]) -> Vec<TopicPartition> {
     partitions.iter().map(|p| TopicPartition::new("t", *p)).collect()
 }
 
-fn client(s: &Script) -> Client {
+pub(super) fn client(s: &Script) -> Client {
     s.client(
         Client::builder()
             .bootstrap_servers("b0:9092")
@@ -125,7 +125,7 @@ fn member(s: &Script, instance: Option<&str>) -> GroupMember {
 
 /// Polls `m` until `done` holds, failing the test after [`WAIT`] or on an error; returns the
 /// events polled meanwhile.
-fn poll_until(
+pub(super) fn poll_until(
     m: &mut GroupMember,
     what: &str,
     mut done: impl FnMut(&GroupMember) -> bool,

@@ -4,6 +4,7 @@
 //! real broker will not produce on demand (a broker advertising the protocol and refusing it,
 //! an instance id never released).
 
+use super::scripted::{client, poll_until};
 use super::*;
 use crate::group::GroupProtocolPolicy;
 use crate::net::script::{topic_id, Answer, Script};
@@ -22,16 +23,6 @@ fn script() -> Script {
     s.cluster(&[(0, "b0", 9092), (1, "b1", 9092)]).coordinator(1);
     s.topic("t", 4);
     s
-}
-
-fn client(s: &Script) -> Client {
-    s.client(
-        Client::builder()
-            .bootstrap_servers("b0:9092")
-            .reconnect_backoff(10 * MS)
-            .reconnect_backoff_max(50 * MS),
-    )
-    .unwrap()
 }
 
 fn member(s: &Script, instance: Option<&str>, policy: GroupProtocolPolicy) -> GroupMember {
@@ -84,26 +75,6 @@ fn owned_in(hb: &ConsumerGroupHeartbeatRequest) -> Option<Vec<i32>> {
     hb.topic_partitions
         .as_ref()
         .map(|ts| ts.iter().flat_map(|t| t.partitions.iter().copied()).collect())
-}
-
-fn poll_until(
-    m: &mut GroupMember,
-    what: &str,
-    mut done: impl FnMut(&GroupMember) -> bool,
-) -> Vec<GroupEvent> {
-    let until = crate::deadline::after(WAIT);
-    let mut events = Vec::new();
-    while !done(m) {
-        assert!(
-            Instant::now() < until,
-            "no {what} within {WAIT:?}; events {events:?}"
-        );
-        events.extend(
-            m.poll(10 * MS)
-                .unwrap_or_else(|e| panic!("waiting for {what}: {e}")),
-        );
-    }
-    events
 }
 
 #[test]
