@@ -666,3 +666,43 @@ fn coordinator_failover_keeps_a_consumer_protocol_group() {
         coordinator.id
     );
 }
+
+#[test]
+fn an_assignor_the_broker_lacks_is_one_clear_error() {
+    if !serves_consumer_protocol() {
+        return;
+    }
+    let c = client(broker::shared().bootstrap());
+    let topic = create_topic(&c, "cp-assignor", 2, 1);
+    let mut m = c
+        .member(&unique_name("cp-assignor"))
+        .subscribe([topic.as_str()])
+        .group_protocol(GroupProtocol::Consumer)
+        .group_remote_assignor("no-such-assignor")
+        .build()
+        .unwrap();
+    let e = m.join(Duration::from_secs(30)).unwrap_err();
+    assert_eq!(
+        e.kafka_code(),
+        Some(kafka_group::KafkaCode::UnsupportedAssignor),
+        "{e}"
+    );
+    assert!(e.to_string().contains("no-such-assignor"), "{e}");
+    // Stopped for good: no retry hammers the coordinator.
+    assert_eq!(m.poll(Duration::ZERO).unwrap_err().kafka_code(), e.kafka_code());
+    // The broker's own assignors work.
+    for name in ["uniform", "range"] {
+        let mut m = c
+            .member(&unique_name("cp-assignor"))
+            .subscribe([topic.as_str()])
+            .group_protocol(GroupProtocol::Consumer)
+            .group_remote_assignor(name)
+            .build()
+            .unwrap();
+        m.join(Duration::from_secs(30)).unwrap();
+        poll_until(&mut [&mut m], Duration::from_secs(10), "both partitions", |ms| {
+            owned(ms[0]).len() == 2
+        });
+        m.close().unwrap();
+    }
+}
