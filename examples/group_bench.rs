@@ -5,7 +5,7 @@
 //! cargo run --release --example group_bench -- restart-peers [ROUNDS] [RESTARTS]  # ours and Java 4.4's, interleaved
 //! cargo run --release --example group_bench -- dynamic [GROUPS]     # first join of a new dynamic group
 //! cargo run --release --example group_bench -- many [MEMBERS]       # N static members in one process
-//! cargo run --release --example group_bench -- absorb [ROUNDS] [WORK_MS]  # a 4th member joins: range vs cooperative-sticky
+//! cargo run --release --example group_bench -- absorb [ROUNDS] [WORK_MS] [SLOW_MS]  # a 4th member joins: range vs cooperative-sticky
 //! ```
 //! Uses `KAFKA_BOOTSTRAP` if set, else starts a broker with `scripts/kafka` and stops it after.
 
@@ -39,6 +39,9 @@ fn main() -> Result<(), BoxError> {
             &bootstrap,
             n.unwrap_or(3),
             Duration::from_millis(args.get(2).and_then(|a| a.parse().ok()).unwrap_or(200)),
+            args.get(3)
+                .and_then(|a| a.parse().ok())
+                .map(Duration::from_millis),
         ),
         other => Err(format!("unknown benchmark {other:?} (restart, dynamic, many, absorb)").into()),
     };
@@ -328,6 +331,14 @@ fn many(bootstrap: &str, n: usize) -> Result<(), BoxError> {
 struct Seen {
     owned: BTreeSet<TopicPartition>,
     arrivals: Vec<(Instant, TopicPartition)>,
+    /// Per record: its create time and when poll returned it (ms since the epoch).
+    delays: Vec<(i64, i64)>,
+}
+
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Three consumers share a 12-partition topic that a producer writes to steadily (a record to
@@ -336,12 +347,20 @@ struct Seen {
 /// its next poll); a fourth joins. Per round and assignor (interleaved: range, then
 /// cooperative-sticky): how long until every partition is owned by exactly one of the four;
 /// how many records the three consumed in that time (against their steady rate); and the
-/// longest stall of a partition that did not move (no record from it between two arrivals).
-fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError> {
-    println!("absorb: {rounds} rounds, {work:?} of work per poll");
+/// longest stall of a partition that did not move (no record from it between two arrivals);
+/// and how long the records produced while the group absorbed the fourth member waited to be
+/// consumed (create time to poll), by any of the four. With `slow`, the third member spends
+/// that much on each poll instead (a batch step, say): an eager rebalance waits for it, and
+/// the stall is measured on the two others' partitions.
+fn absorb(bootstrap: &str, rounds: usize, work: Duration, slow: Option<Duration>) -> Result<(), BoxError> {
+    match slow {
+        Some(s) => println!("absorb: {rounds} rounds, {work:?} of work per poll, {s:?} for member c"),
+        None => println!("absorb: {rounds} rounds, {work:?} of work per poll"),
+    }
     const PARTITIONS: i32 = 12;
     let c = client(bootstrap)?;
-    let mut rows: BTreeMap<&str, Vec<(Duration, f64, Duration)>> = BTreeMap::new();
+    type Row = (Duration, f64, Duration, i64, i64, i64);
+    let mut rows: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
     for round in 0..rounds {
         for (name, assignor) in [
             ("range (eager)", Arc::new(RangeAssignor) as Arc<dyn Assignor>),
@@ -377,18 +396,24 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError
                     .build()?;
                 let seen = Arc::new(Mutex::new(Seen::default()));
                 let (seen2, stop) = (seen.clone(), stop.clone());
+                let work = match slow {
+                    Some(s) if id == "c" => s,
+                    _ => work,
+                };
                 let h = std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         let polled = match consumer.poll(Duration::from_millis(100)) {
                             Ok(p) => p,
                             Err(e) => return eprintln!("consumer: {e}"),
                         };
-                        let now = Instant::now();
+                        let (now, wall) = (Instant::now(), epoch_ms());
                         {
                             let mut s = seen2.lock().unwrap();
                             s.owned = consumer.assignment().into_iter().collect();
                             s.arrivals
                                 .extend(polled.records.iter().map(|r| (now, r.topic_partition())));
+                            s.delays
+                                .extend(polled.records.iter().map(|r| (r.timestamp, wall)));
                         }
                         if !polled.records.is_empty() {
                             std::thread::sleep(work);
@@ -431,12 +456,29 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError
             let before = wait(&members, 3)?;
             // Settle, so that the rate before is steady.
             std::thread::sleep(Duration::from_secs(2));
-            let t0 = Instant::now();
+            let (t0, wall0) = (Instant::now(), epoch_ms());
             members.push(start("d")?);
             let after = wait(&members, 4)?;
             let absorbed = t0.elapsed();
-            let t1 = Instant::now();
-            std::thread::sleep(Duration::from_millis(500));
+            let (t1, wall1) = (Instant::now(), epoch_ms());
+            // Long enough for the records produced until t1 to be consumed, the slow member's
+            // included.
+            std::thread::sleep(Duration::from_millis(500) + slow.unwrap_or(work) * 2);
+            let mut waited: Vec<i64> = members
+                .iter()
+                .flat_map(|(s, _)| {
+                    let s = s.lock().unwrap();
+                    s.delays
+                        .iter()
+                        .filter(|(created, _)| (wall0..=wall1).contains(created))
+                        .map(|(created, polled)| polled - created)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            waited.sort_unstable();
+            let p50 = waited.get(waited.len() / 2).copied().unwrap_or(0);
+            let p99 = waited.get(waited.len() * 99 / 100).copied().unwrap_or(0);
+            let max = waited.last().copied().unwrap_or(0);
             let (mut in_window, mut steady) = (0usize, 0usize);
             let mut stall = Duration::ZERO;
             for (i, (seen, _)) in members.iter().enumerate().take(3) {
@@ -447,7 +489,11 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError
                     .iter()
                     .filter(|(t, _)| *t < t0 && *t >= t0 - Duration::from_secs(1))
                     .count();
-                // Longest gap between arrivals of a partition it kept, across the rebalance.
+                // Longest gap between arrivals of a partition it kept, across the rebalance; the
+                // slow member's own gaps are its work, not the rebalance's doing.
+                if slow.is_some() && i == 2 {
+                    continue;
+                }
                 for tp in before[i].intersection(&after[i]) {
                     // From its last record before the fourth member started to its first
                     // after the group converged, every gap between two arrivals.
@@ -476,11 +522,13 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError
             let rate = in_window as f64 / absorbed.as_secs_f64().max(1e-3);
             println!(
                 "round {round} {name:<20} absorbed in {absorbed:>9.2?}; kept partitions' longest stall {stall:>9.2?}; \
-                 consumed {rate:>7.0} rec/s during it by the three (steady {steady} rec/s)"
+                 consumed {rate:>7.0} rec/s during it by the three (steady {steady} rec/s); \
+                 records produced during it waited p50 {p50} ms, p99 {p99} ms, max {max} ms ({} records)",
+                waited.len()
             );
             rows.entry(name)
                 .or_default()
-                .push((absorbed, rate / steady.max(1) as f64, stall));
+                .push((absorbed, rate / steady.max(1) as f64, stall, p50, p99, max));
             stop.store(true, Ordering::Relaxed);
             for (_, h) in members {
                 let _ = h.join();
@@ -492,16 +540,26 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration) -> Result<(), BoxError
         let mut absorbed: Vec<Duration> = r.iter().map(|x| x.0).collect();
         let mut rate: Vec<f64> = r.iter().map(|x| x.1).collect();
         let mut stall: Vec<Duration> = r.iter().map(|x| x.2).collect();
+        let mut p50: Vec<i64> = r.iter().map(|x| x.3).collect();
+        let mut p99: Vec<i64> = r.iter().map(|x| x.4).collect();
+        let mut max: Vec<i64> = r.iter().map(|x| x.5).collect();
+        p50.sort_unstable();
         absorbed.sort();
         rate.sort_by(f64::total_cmp);
         stall.sort();
+        p99.sort_unstable();
+        max.sort_unstable();
         let mid = r.len() / 2;
         println!(
-            "{name:<20} median of {}: absorbed {:.2?}, rate during it {:.0} % of steady, longest stall of a kept partition {:.2?}",
+            "{name:<20} median of {}: absorbed {:.2?}, rate during it {:.0} % of steady, longest stall of a kept partition {:.2?}, \
+             records produced during it waited p50 {} ms, p99 {} ms, max {} ms",
             r.len(),
             absorbed[mid],
             rate[mid] * 100.0,
-            stall[mid]
+            stall[mid],
+            p50[mid],
+            p99[mid],
+            max[mid]
         );
     }
     Ok(())
