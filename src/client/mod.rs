@@ -211,6 +211,19 @@ impl Client {
         self.send_target(Purpose::Metadata, Target::Broker(id), Some(deadline), build)
     }
 
+    /// [`send_to_by`](Self::send_to_by) for a lookup repeated until answered: left in flight at
+    /// `deadline` and taken up again by the same request (see `Link::request_resumable`).
+    pub(crate) fn send_to_resumable_by<R: Request>(
+        &self,
+        id: i32,
+        deadline: Instant,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.with_link(Purpose::Metadata, Target::Broker(id), |link| {
+            link.request_resumable(deadline, build)
+        })
+    }
+
     /// Sends a request the broker does not answer (Produce with `acks=0`) to broker `id`,
     /// building it for the negotiated version; returns once it is written.
     pub(crate) fn send_to_no_response<R: Request>(

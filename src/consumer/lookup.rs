@@ -186,7 +186,8 @@ impl Consumer {
             });
             for (leader, targets) in targets.by_leader {
                 let mut version = 0;
-                let resp = self.client.send_to_by(leader, deadline, |v| {
+                // Resumable: a leader slower than the poll's timeout answers at a later poll.
+                let resp = self.client.send_to_resumable_by(leader, deadline, |v| {
                     version = v;
                     offsets::list_offsets_request(v, isolation, &targets)
                 });
@@ -360,7 +361,8 @@ impl Consumer {
         let what = || format!("OffsetFetch for group {group}");
         let backoff = Backoff::fixed(self.client.retry_backoff());
         retry(deadline, backoff, what, || {
-            let problem = match self.group_mut()?.coordinator_request(deadline, |v| {
+            // Resumable: a coordinator slower than the poll's timeout answers at a later poll.
+            let problem = match self.group_mut()?.coordinator_request_resumable(deadline, |v| {
                 offsets::offset_fetch_request(v, &group, partitions, require_stable)
             }) {
                 Ok(resp) => match offsets::offset_fetch_result(&resp) {

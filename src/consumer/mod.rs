@@ -342,7 +342,9 @@ impl Consumer {
     /// Waits up to `timeout` for records, and returns within about `timeout` whatever the
     /// group is doing. Joins the group on the first call and rejoins when a rebalance is
     /// pending; a join the coordinator holds (it waits for every member) stays in flight and
-    /// goes on at the next call, so keep polling. Failures a retry can fix (a connection reset,
+    /// goes on at the next call, so keep polling. So do the lookups of positions (OffsetFetch,
+    /// ListOffsets) that a broker answers more slowly than `timeout`: one call sends them and a
+    /// later one takes the answer. Failures a retry can fix (a connection reset,
     /// a coordinator or leader moving) are retried within the call, not returned. When the
     /// coordinator has been unreachable for `default.api.timeout.ms`, the call returns
     /// [`Error::Timeout`](crate::Error::Timeout) with the last cause (e.g. the address and

@@ -908,6 +908,26 @@ impl GroupMember {
         deadline: Instant,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
+        self.coordinator_request_as(deadline, build, false)
+    }
+
+    /// [`coordinator_request`](Self::coordinator_request) for a read the caller repeats until
+    /// it is answered (the consumer's OffsetFetch for positions): left in flight at `deadline`
+    /// and taken up again by the same request (see `Link::request_resumable`).
+    pub(crate) fn coordinator_request_resumable<R: crate::protocol::Request>(
+        &mut self,
+        deadline: Instant,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.coordinator_request_as(deadline, build, true)
+    }
+
+    fn coordinator_request_as<R: crate::protocol::Request>(
+        &mut self,
+        deadline: Instant,
+        build: impl FnOnce(i16) -> R,
+        resumable: bool,
+    ) -> Result<R::Response> {
         self.check_usable()?;
         if !matches!(self.joining, Joining::Start) {
             if let Some(coordinator) = self
@@ -915,7 +935,10 @@ impl GroupMember {
                 .as_ref()
                 .filter(|_| R::API_KEY != ApiKey::OffsetCommit)
             {
-                return self.client.send_to_by(coordinator.id, deadline, build);
+                return match resumable {
+                    true => self.client.send_to_resumable_by(coordinator.id, deadline, build),
+                    false => self.client.send_to_by(coordinator.id, deadline, build),
+                };
             }
             return Err(Error::Kafka {
                 api: R::API_KEY,
@@ -930,7 +953,10 @@ impl GroupMember {
             return Err(self.stop_if_denied(e));
         }
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
-        let result = conn.request(Some(deadline), build);
+        let result = match resumable {
+            true => conn.request_resumable(deadline, build),
+            false => conn.request(Some(deadline), build),
+        };
         if let Err(e) = &result {
             if e.breaks_connection() {
                 self.forget_coordinator();

@@ -15,8 +15,8 @@
 use crate::error::{Error, Result};
 use crate::net::connection::{ConnectionConfig, Interrupter, Pending};
 use crate::net::versions::{self, BrokerVersions, Capability};
-use crate::net::wire::{Dialer, Wire};
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
+use crate::net::wire::{Dialer, Outgoing, RawPending, Wire};
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, Segments};
 use crate::retry;
 use bytes::Bytes;
 use std::fmt;
@@ -119,6 +119,32 @@ pub(crate) struct Link {
     last_used: Instant,
     last_error: Option<Error>,
     reauthentications: Option<Arc<AtomicU64>>,
+    /// A lookup whose caller stopped waiting at its own deadline; see
+    /// [`request_resumable`](Link::request_resumable).
+    resumable: Option<Resumable>,
+}
+
+/// A request left in flight by [`Link::request_resumable`] when its caller's deadline came
+/// before the answer, with the answer once it came (read while another request had to go).
+#[derive(Debug)]
+struct Resumable {
+    api: ApiKey,
+    version: i16,
+    /// The request's encoded body: only the very same request takes the answer over.
+    body: Vec<u8>,
+    pending: RawPending,
+    answer: Option<Bytes>,
+}
+
+/// `req`'s body at `version`, for comparing two requests.
+fn encoded(req: &dyn Outgoing, version: i16) -> Result<Vec<u8>> {
+    let mut buf = Segments::new();
+    req.encode_into(version, &mut buf)
+        .map_err(|source| Error::Encode {
+            api: req.api(),
+            source,
+        })?;
+    Ok(buf.slices().flatten().copied().collect())
 }
 
 impl fmt::Debug for Link {
@@ -151,6 +177,7 @@ impl Link {
             last_used: Instant::now(),
             last_error: None,
             reauthentications: None,
+            resumable: None,
         }
     }
 
@@ -165,7 +192,7 @@ impl Link {
     pub(crate) fn retarget(&mut self, addr: &str) {
         if self.addr != addr {
             self.addr = addr.to_string();
-            self.wire = None;
+            self.drop_wire();
             self.backoff.succeeded();
         }
     }
@@ -224,15 +251,18 @@ impl Link {
         watch: &dyn Fn(Option<Interrupter>),
     ) -> Result<()> {
         if self.wire.as_ref().is_some_and(|w| w.is_broken()) {
-            self.wire = None;
+            self.drop_wire();
         }
+        // A caller about to send on the connection (a member's JoinGroup) cannot read behind a
+        // lookup's answer still to come: that one's connection goes, a new one is opened.
+        self.free_for_other(Instant::now());
         if self.wire.is_some() && idle_too_long(self.last_used, Instant::now()) {
             log::debug!(
                 "{} ({:?}): idle over {MAX_IDLE:?}, reconnecting",
                 self.addr,
                 self.purpose
             );
-            self.wire = None;
+            self.drop_wire();
         }
         if self.wire.is_some() {
             return Ok(());
@@ -277,7 +307,126 @@ impl Link {
 
     /// Drops the connection (the next request opens a new one, without a backoff).
     pub(crate) fn disconnect(&mut self) {
+        self.drop_wire();
+    }
+
+    /// Drops the connection and what was in flight on it.
+    fn drop_wire(&mut self) {
         self.wire = None;
+        self.resumable = None;
+    }
+
+    /// Makes the connection free for another request than the one left in flight by
+    /// [`request_resumable`](Self::request_resumable): waits for that one's answer until
+    /// `until` (keeping it for the same request asked again), and drops the connection if it
+    /// has not come by then, since answers come in order.
+    fn free_for_other(&mut self, until: Instant) {
+        let Some(mut r) = self.resumable.take() else {
+            return;
+        };
+        if r.answer.is_none() {
+            let wait = crate::deadline::left(until.min(r.pending.deadline));
+            let Some(wire) = self.wire.as_mut().filter(|w| !w.is_broken()) else {
+                return;
+            };
+            match wire.receive(&r.pending, wait) {
+                Ok(Some(body)) => r.answer = Some(body),
+                Ok(None) | Err(_) => {
+                    log::debug!(
+                        "{} ({:?}): {} left in flight not answered yet; reconnecting for the next request",
+                        self.addr,
+                        self.purpose,
+                        r.api.name()
+                    );
+                    self.drop_wire();
+                    return;
+                }
+            }
+        }
+        self.resumable = Some(r);
+    }
+
+    /// [`request`](Self::request) for a lookup the caller repeats until it is answered (the
+    /// consumer's OffsetFetch and ListOffsets for positions, once per poll): when `deadline`
+    /// comes before the answer, the request is left in flight instead of being abandoned with
+    /// its connection, and the call fails with [`Timeout::Retries`](crate::error::Timeout) (a
+    /// deadline, not a broken connection). The same request asked again (same API, version and
+    /// bytes) waits for that answer instead of being sent again, so a broker slower than the
+    /// caller's timeout still answers one of them, as with Java's consumer, whose poll returns
+    /// while its lookups stay in flight. Another request on the link first takes the answer
+    /// in if it is there by its own deadline, else reconnects. Only for requests that are
+    /// safe to answer late: reads.
+    pub(crate) fn request_resumable<R: Request>(
+        &mut self,
+        deadline: Instant,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        if self.wire.as_ref().is_some_and(|w| w.is_broken()) {
+            self.drop_wire();
+        }
+        if self.resumable.is_none() {
+            self.connect(Some(deadline))?;
+        }
+        let version = self.version(R::API_KEY)?;
+        let req = build(version);
+        let body = encoded(&req, version)?;
+        let same = self
+            .resumable
+            .as_ref()
+            .is_some_and(|r| r.api == R::API_KEY && r.version == version && r.body == body);
+        let mut r = match self.resumable.take() {
+            Some(r) if same => {
+                log::debug!(
+                    "{} ({:?}): {} resumed",
+                    self.addr,
+                    self.purpose,
+                    R::API_KEY.name()
+                );
+                r
+            }
+            other => {
+                self.resumable = other;
+                self.free_for_other(deadline);
+                self.resumable = None;
+                self.connect(Some(deadline))?;
+                let pending = self.wire_mut()?.send_pending(&req, version, None);
+                let pending = self.settle(pending)?;
+                Resumable {
+                    api: R::API_KEY,
+                    version,
+                    body,
+                    pending,
+                    answer: None,
+                }
+            }
+        };
+        let answer = match r.answer.take() {
+            Some(b) => Some(b),
+            None => {
+                let wait = crate::deadline::left(deadline);
+                let got = self.wire_mut()?.receive(&r.pending, wait);
+                self.settle(got)?
+            }
+        };
+        match answer {
+            Some(b) => {
+                let decode = <R::Response as Message>::decode;
+                self.decode_answer(R::API_KEY, b, version, decode)
+            }
+            None => {
+                let operation = format!(
+                    "{} to {} (left in flight: asked again, it takes the answer)",
+                    R::API_KEY.name(),
+                    self.addr
+                );
+                self.resumable = Some(r);
+                Err(Error::Timeout {
+                    which: crate::error::Timeout::Retries,
+                    operation,
+                    last: None,
+                })
+            }
+        }
     }
 
     fn wire(&self) -> Result<&dyn Wire> {
@@ -345,6 +494,7 @@ impl Link {
         build: impl FnOnce(i16) -> R,
         decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
     ) -> Result<T> {
+        self.free_for_other(deadline.unwrap_or_else(|| crate::deadline::after(self.config.request_timeout)));
         self.connect(deadline)?;
         let version = self.version(R::API_KEY)?;
         let timeout = deadline.map(|d| crate::deadline::clamp(self.config.request_timeout, d));
@@ -358,6 +508,7 @@ impl Link {
         deadline: Option<Instant>,
         build: impl FnOnce(i16) -> R,
     ) -> Result<()> {
+        self.free_for_other(deadline.unwrap_or_else(Instant::now));
         self.connect(deadline)?;
         let version = self.version(R::API_KEY)?;
         let req = build(version);
@@ -386,6 +537,7 @@ impl Link {
         timeout: Option<Duration>,
         decode: impl FnOnce(&mut Decoder<'_>, i16) -> std::result::Result<T, DecodeError>,
     ) -> Result<T> {
+        self.free_for_other(Instant::now());
         let body = self.wire_mut()?.call(req, version, timeout);
         let body = self.settle(body)?;
         self.decode_answer(R::API_KEY, body, version, decode)
@@ -400,6 +552,7 @@ impl Link {
         version: i16,
         timeout: Option<Duration>,
     ) -> Result<Pending<R>> {
+        self.free_for_other(Instant::now());
         let pending = self.wire_mut()?.send_pending(req, version, timeout);
         self.settle(pending).map(Pending::new)
     }
@@ -451,7 +604,7 @@ impl Link {
         }
         if self.wire.as_ref().is_some_and(|w| w.is_broken()) {
             log::debug!("{} ({:?}): connection dropped", self.addr, self.purpose);
-            self.wire = None;
+            self.drop_wire();
         }
         result
     }

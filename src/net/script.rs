@@ -717,6 +717,80 @@ mod tests {
         assert_eq!(script.dials().last().map(String::as_str), Some("b9:9092"));
     }
 
+    /// What `Link::request_resumable` promises: a lookup slower than its caller's deadline is
+    /// left in flight (the connection kept) and the same request asked again takes its answer,
+    /// sent once; another request first takes the answer in for it; a different lookup is sent.
+    #[test]
+    fn a_resumable_request_is_sent_once_and_answered_to_the_same_request_asked_again() {
+        use crate::protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+        let script = Script::new();
+        let mut l = link(&script, MS, MS);
+        let lookup = |replica_id| {
+            move |_| ListOffsetsRequest {
+                replica_id,
+                ..Default::default()
+            }
+        };
+        let answer = |marker| ListOffsetsResponse {
+            throttle_time_ms: marker,
+            ..Default::default()
+        };
+        let soon = || crate::deadline::after(20 * MS);
+        let later = || crate::deadline::after(Duration::from_secs(5));
+        let left_in_flight = |r: Result<ListOffsetsResponse>| {
+            matches!(
+                r,
+                Err(Error::Timeout {
+                    which: Timeout::Retries,
+                    ..
+                })
+            )
+        };
+        script.push::<ListOffsetsRequest>(Answer::Delayed(150 * MS, answer(1)));
+        assert!(left_in_flight(l.request_resumable(soon(), lookup(-1))));
+        assert!(l.is_connected(), "the connection stays for the answer");
+        assert!(left_in_flight(l.request_resumable(soon(), lookup(-1))));
+        assert_eq!(
+            l.request_resumable(later(), lookup(-1)).unwrap().throttle_time_ms,
+            1
+        );
+        assert_eq!(script.requests::<ListOffsetsRequest>().len(), 1, "sent once");
+        // Another request meanwhile takes the answer in, kept for the same lookup.
+        script.push::<ListOffsetsRequest>(Answer::Delayed(100 * MS, answer(2)));
+        assert!(left_in_flight(l.request_resumable(soon(), lookup(-1))));
+        script.push::<HeartbeatRequest>(Answer::Reply(HeartbeatResponse::default()));
+        heartbeat(&mut l).unwrap();
+        assert_eq!(
+            l.request_resumable(soon(), lookup(-1)).unwrap().throttle_time_ms,
+            2
+        );
+        assert_eq!(script.requests::<ListOffsetsRequest>().len(), 2);
+        // A different lookup is not given another's answer.
+        script.push::<ListOffsetsRequest>(Answer::Delayed(60 * MS, answer(3)));
+        script.push::<ListOffsetsRequest>(Answer::Reply(answer(4)));
+        assert!(left_in_flight(l.request_resumable(soon(), lookup(-1))));
+        assert_eq!(
+            l.request_resumable(later(), lookup(5)).unwrap().throttle_time_ms,
+            4
+        );
+        let sent: Vec<i32> = script
+            .requests::<ListOffsetsRequest>()
+            .iter()
+            .map(|r| r.replica_id)
+            .collect();
+        assert_eq!(sent, [-1, -1, -1, 5]);
+        // A request that cannot wait (a JoinGroup going out) reconnects rather than read
+        // behind an answer still to come.
+        script.push::<ListOffsetsRequest>(Answer::Silence);
+        assert!(left_in_flight(l.request_resumable(soon(), lookup(-1))));
+        let dials = script.dials().len();
+        l.connect(None).unwrap();
+        assert_eq!(script.dials().len(), dials + 1);
+        let version = l.version(ApiKey::JoinGroup).unwrap();
+        l.send_pending(&JoinGroupRequest::default(), version, None)
+            .unwrap();
+    }
+
     #[test]
     fn pending_requests_are_answered_late_or_never_as_scripted() {
         let script = Script::new();

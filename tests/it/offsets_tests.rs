@@ -50,7 +50,8 @@ fn until_assigned(c: &mut Consumer, n: usize) {
     }
 }
 
-/// Polls until `n` records came (or fails after a minute).
+/// Polls until `n` records came (or fails after a minute, naming the caller's line).
+#[track_caller]
 fn records(c: &mut Consumer, n: usize) -> Vec<ConsumerRecord> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut out = Vec::new();
@@ -241,4 +242,48 @@ fn end_offsets_under_read_committed_stop_at_an_open_transaction() {
         5,
         "the last stable offset: the open transaction's first record"
     );
+}
+
+/// A broker farther away than the poll's timeout (ListOffsets and OffsetFetch answered after
+/// 300 ms, polls of 100 ms: a consumer polling often against a distant cluster, or a loaded
+/// one) must still resolve positions and deliver, as Java's consumer does by keeping the
+/// lookup in flight across polls.
+#[test]
+fn lookups_slower_than_the_poll_timeout_still_resolve_positions() {
+    use crate::support::proxy::{self, Proxy};
+    use kafka_group::ApiKey;
+    let upstream = proxy::upstream_for("kraft-4.0");
+    let proxy = Proxy::start(upstream, "kraft-4.0");
+    let client = client(&proxy.bootstrap());
+    let topic = topic_with_partitions(&client, 1);
+    let tp = TopicPartition::new(&topic, 0);
+    produce_timed(&client, &topic, 0, 0, 10);
+    let group = unique_name("offsets-slow");
+    proxy.delay_api(ApiKey::ListOffsets, Duration::from_millis(300));
+    proxy.delay_api(ApiKey::OffsetFetch, Duration::from_millis(300));
+    let mut c = consumer(&client, &group, &topic, OffsetReset::Earliest);
+    let short = |c: &mut Consumer, n: usize, step: &str| -> Vec<ConsumerRecord> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut out = Vec::new();
+        while out.len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "{step}: only {} of {n} records in 30 s of poll(100 ms); position {:?}",
+                out.len(),
+                c.position(&tp)
+            );
+            out.extend(c.poll(Duration::from_millis(100)).unwrap().records);
+        }
+        out
+    };
+    let got = short(
+        &mut c,
+        10,
+        "after the assignment (OffsetFetch, then ListOffsets for earliest)",
+    );
+    assert_eq!(got[0].offset, 0);
+    c.seek_to_timestamp(std::slice::from_ref(&tp), BASE + 4 * STEP - 1)
+        .unwrap();
+    assert_eq!(short(&mut c, 1, "seek_to_timestamp")[0].offset, 4);
+    c.close().unwrap();
 }
