@@ -15,8 +15,8 @@
 use crate::error::{Error, Result};
 use crate::net::connection::{ConnectionConfig, Interrupter, Pending};
 use crate::net::versions::{self, BrokerVersions, Capability};
-use crate::net::wire::{Dialer, Outgoing, RawPending, Wire};
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, Segments};
+use crate::net::wire::{Dialer, RawPending, Wire};
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request};
 use crate::retry;
 use bytes::Bytes;
 use std::fmt;
@@ -128,23 +128,11 @@ pub(crate) struct Link {
 /// before the answer, with the answer once it came (read while another request had to go).
 #[derive(Debug)]
 struct Resumable {
-    api: ApiKey,
-    version: i16,
-    /// The request's encoded body: only the very same request takes the answer over.
+    /// The request's encoded body: with the API and version of `pending`, only the very same
+    /// request takes the answer over.
     body: Vec<u8>,
     pending: RawPending,
     answer: Option<Bytes>,
-}
-
-/// `req`'s body at `version`, for comparing two requests.
-fn encoded(req: &dyn Outgoing, version: i16) -> Result<Vec<u8>> {
-    let mut buf = Segments::new();
-    req.encode_into(version, &mut buf)
-        .map_err(|source| Error::Encode {
-            api: req.api(),
-            source,
-        })?;
-    Ok(buf.slices().flatten().copied().collect())
 }
 
 impl fmt::Debug for Link {
@@ -336,7 +324,7 @@ impl Link {
                         "{} ({:?}): {} left in flight not answered yet; reconnecting for the next request",
                         self.addr,
                         self.purpose,
-                        r.api.name()
+                        r.pending.api.name()
                     );
                     self.drop_wire();
                     return;
@@ -361,21 +349,21 @@ impl Link {
         deadline: Instant,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
-        if self.wire.as_ref().is_some_and(|w| w.is_broken()) {
-            self.drop_wire();
-        }
-        if self.resumable.is_none() {
+        // Not while a request is left in flight: connecting frees the link for another one.
+        let usable = self.wire.as_ref().is_some_and(|w| !w.is_broken());
+        if self.resumable.is_none() || !usable {
             self.connect(Some(deadline))?;
         }
         let version = self.version(R::API_KEY)?;
         let req = build(version);
-        let body = encoded(&req, version)?;
-        let same = self
-            .resumable
-            .as_ref()
-            .is_some_and(|r| r.api == R::API_KEY && r.version == version && r.body == body);
-        let mut r = match self.resumable.take() {
-            Some(r) if same => {
+        let body = req.to_bytes(version).map_err(|source| Error::Encode {
+            api: R::API_KEY,
+            source,
+        })?;
+        let same =
+            |r: &mut Resumable| r.pending.api == R::API_KEY && r.pending.version == version && r.body == body;
+        let mut r = match self.resumable.take_if(same) {
+            Some(r) => {
                 log::debug!(
                     "{} ({:?}): {} resumed",
                     self.addr,
@@ -384,16 +372,15 @@ impl Link {
                 );
                 r
             }
-            other => {
-                self.resumable = other;
+            None => {
+                // Another lookup left in flight, if any: its answer is read off the connection
+                // (or the connection goes) and is not used.
                 self.free_for_other(deadline);
                 self.resumable = None;
                 self.connect(Some(deadline))?;
                 let pending = self.wire_mut()?.send_pending(&req, version, None);
                 let pending = self.settle(pending)?;
                 Resumable {
-                    api: R::API_KEY,
-                    version,
                     body,
                     pending,
                     answer: None,
@@ -403,8 +390,9 @@ impl Link {
         let answer = match r.answer.take() {
             Some(b) => Some(b),
             None => {
-                let wait = crate::deadline::left(deadline);
-                let got = self.wire_mut()?.receive(&r.pending, wait);
+                let got = self
+                    .wire_mut()?
+                    .receive(&r.pending, crate::deadline::left(deadline));
                 self.settle(got)?
             }
         };
