@@ -335,6 +335,19 @@ struct Seen {
     delays: Vec<(i64, i64)>,
 }
 
+/// One round of [`absorb`] for one assignor.
+struct AbsorbRound {
+    absorbed: Duration,
+    /// Records consumed by the three during it, against their steady rate.
+    rate: f64,
+    /// Longest stall of a kept partition.
+    stall: Duration,
+    /// How long the records produced during it waited (median, 99th percentile, longest).
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
 fn epoch_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -359,8 +372,7 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration, slow: Option<Duration>
     }
     const PARTITIONS: i32 = 12;
     let c = client(bootstrap)?;
-    type Row = (Duration, f64, Duration, i64, i64, i64);
-    let mut rows: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
+    let mut rows: BTreeMap<&str, Vec<AbsorbRound>> = BTreeMap::new();
     for round in 0..rounds {
         for (name, assignor) in [
             ("range (eager)", Arc::new(RangeAssignor) as Arc<dyn Assignor>),
@@ -464,21 +476,23 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration, slow: Option<Duration>
             // Long enough for the records produced until t1 to be consumed, the slow member's
             // included.
             std::thread::sleep(Duration::from_millis(500) + slow.unwrap_or(work) * 2);
-            let mut waited: Vec<i64> = members
+            let mut waited: Vec<Duration> = members
                 .iter()
                 .flat_map(|(s, _)| {
                     let s = s.lock().unwrap();
                     s.delays
                         .iter()
                         .filter(|(created, _)| (wall0..=wall1).contains(created))
-                        .map(|(created, polled)| polled - created)
+                        .map(|(created, polled)| Duration::from_millis((polled - created).max(0) as u64))
                         .collect::<Vec<_>>()
                 })
                 .collect();
             waited.sort_unstable();
-            let p50 = waited.get(waited.len() / 2).copied().unwrap_or(0);
-            let p99 = waited.get(waited.len() * 99 / 100).copied().unwrap_or(0);
-            let max = waited.last().copied().unwrap_or(0);
+            let quantile = |p| match waited.is_empty() {
+                true => Duration::ZERO,
+                false => support::percentile(&waited, p),
+            };
+            let (p50, p99, max) = (quantile(0.5), quantile(0.99), quantile(1.0));
             let (mut in_window, mut steady) = (0usize, 0usize);
             let mut stall = Duration::ZERO;
             for (i, (seen, _)) in members.iter().enumerate().take(3) {
@@ -523,12 +537,17 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration, slow: Option<Duration>
             println!(
                 "round {round} {name:<20} absorbed in {absorbed:>9.2?}; kept partitions' longest stall {stall:>9.2?}; \
                  consumed {rate:>7.0} rec/s during it by the three (steady {steady} rec/s); \
-                 records produced during it waited p50 {p50} ms, p99 {p99} ms, max {max} ms ({} records)",
+                 records produced during it waited p50 {p50:.2?}, p99 {p99:.2?}, max {max:.2?} ({} records)",
                 waited.len()
             );
-            rows.entry(name)
-                .or_default()
-                .push((absorbed, rate / steady.max(1) as f64, stall, p50, p99, max));
+            rows.entry(name).or_default().push(AbsorbRound {
+                absorbed,
+                rate: rate / steady.max(1) as f64,
+                stall,
+                p50,
+                p99,
+                max,
+            });
             stop.store(true, Ordering::Relaxed);
             for (_, h) in members {
                 let _ = h.join();
@@ -537,29 +556,23 @@ fn absorb(bootstrap: &str, rounds: usize, work: Duration, slow: Option<Duration>
         }
     }
     for (name, r) in rows {
-        let mut absorbed: Vec<Duration> = r.iter().map(|x| x.0).collect();
-        let mut rate: Vec<f64> = r.iter().map(|x| x.1).collect();
-        let mut stall: Vec<Duration> = r.iter().map(|x| x.2).collect();
-        let mut p50: Vec<i64> = r.iter().map(|x| x.3).collect();
-        let mut p99: Vec<i64> = r.iter().map(|x| x.4).collect();
-        let mut max: Vec<i64> = r.iter().map(|x| x.5).collect();
-        p50.sort_unstable();
-        absorbed.sort();
+        let median = |f: fn(&AbsorbRound) -> Duration| {
+            let mut v: Vec<Duration> = r.iter().map(f).collect();
+            v.sort_unstable();
+            v[v.len() / 2]
+        };
+        let mut rate: Vec<f64> = r.iter().map(|x| x.rate).collect();
         rate.sort_by(f64::total_cmp);
-        stall.sort();
-        p99.sort_unstable();
-        max.sort_unstable();
-        let mid = r.len() / 2;
         println!(
             "{name:<20} median of {}: absorbed {:.2?}, rate during it {:.0} % of steady, longest stall of a kept partition {:.2?}, \
-             records produced during it waited p50 {} ms, p99 {} ms, max {} ms",
+             records produced during it waited p50 {:.2?}, p99 {:.2?}, max {:.2?}",
             r.len(),
-            absorbed[mid],
-            rate[mid] * 100.0,
-            stall[mid],
-            p50[mid],
-            p99[mid],
-            max[mid]
+            median(|x| x.absorbed),
+            rate[rate.len() / 2] * 100.0,
+            median(|x| x.stall),
+            median(|x| x.p50),
+            median(|x| x.p99),
+            median(|x| x.max),
         );
     }
     Ok(())
