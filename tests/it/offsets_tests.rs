@@ -53,11 +53,27 @@ fn until_assigned(c: &mut Consumer, n: usize) {
 /// Polls until `n` records came (or fails after a minute, naming the caller's line).
 #[track_caller]
 fn records(c: &mut Consumer, n: usize) -> Vec<ConsumerRecord> {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    records_polling(c, n, Duration::from_millis(500), Duration::from_secs(60))
+}
+
+/// [`records`] with polls of `poll`, failing after `within` with the positions reached.
+#[track_caller]
+fn records_polling(c: &mut Consumer, n: usize, poll: Duration, within: Duration) -> Vec<ConsumerRecord> {
+    let deadline = Instant::now() + within;
     let mut out = Vec::new();
     while out.len() < n {
-        assert!(Instant::now() < deadline, "only {} of {n} records", out.len());
-        out.extend(c.poll(Duration::from_millis(500)).unwrap().records);
+        if Instant::now() >= deadline {
+            let positions: Vec<_> = c
+                .assignment()
+                .iter()
+                .map(|tp| (tp.to_string(), c.position(tp)))
+                .collect();
+            panic!(
+                "only {} of {n} records in {within:?} of poll({poll:?}); positions {positions:?}",
+                out.len()
+            );
+        }
+        out.extend(c.poll(poll).unwrap().records);
     }
     out
 }
@@ -262,28 +278,16 @@ fn lookups_slower_than_the_poll_timeout_still_resolve_positions() {
     proxy.delay_api(ApiKey::ListOffsets, Duration::from_millis(300));
     proxy.delay_api(ApiKey::OffsetFetch, Duration::from_millis(300));
     let mut c = consumer(&client, &group, &topic, OffsetReset::Earliest);
-    let short = |c: &mut Consumer, n: usize, step: &str| -> Vec<ConsumerRecord> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut out = Vec::new();
-        while out.len() < n {
-            assert!(
-                Instant::now() < deadline,
-                "{step}: only {} of {n} records in 30 s of poll(100 ms); position {:?}",
-                out.len(),
-                c.position(&tp)
-            );
-            out.extend(c.poll(Duration::from_millis(100)).unwrap().records);
-        }
-        out
-    };
-    let got = short(
-        &mut c,
-        10,
-        "after the assignment (OffsetFetch, then ListOffsets for earliest)",
-    );
+    // After the assignment: OffsetFetch, then ListOffsets for earliest.
+    let (poll, within) = (Duration::from_millis(100), Duration::from_secs(30));
+    let got = records_polling(&mut c, 10, poll, within);
     assert_eq!(got[0].offset, 0);
     c.seek_to_timestamp(std::slice::from_ref(&tp), BASE + 4 * STEP - 1)
         .unwrap();
-    assert_eq!(short(&mut c, 1, "seek_to_timestamp")[0].offset, 4);
+    assert_eq!(
+        records_polling(&mut c, 1, poll, within)[0].offset,
+        4,
+        "seek_to_timestamp"
+    );
     c.close().unwrap();
 }
