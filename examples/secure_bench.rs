@@ -381,8 +381,17 @@ fn kcat_consume(k: &SecureKafka, kind: Kind, topic: &str, records: usize) -> Res
     Ok((secs - fixed).max(1e-3))
 }
 
+/// `$PYTHON`, else the environment `scripts/rdkafka` keeps with the pinned wheel (installing it
+/// the first time), else `python3`.
 fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+    if let Ok(p) = std::env::var("PYTHON") {
+        return p;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/rdkafka");
+    match Command::new(script).arg("python").output() {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        _ => "python3".into(),
+    }
 }
 
 /// `librdkafka 2.16.0 (confluent-kafka 2.16.1)`, or why it cannot be used.
@@ -395,7 +404,7 @@ fn rdkafka_version() -> Result<String, BoxError> {
             "librdkafka {lib} from confluent-kafka {}",
             json["confluent_kafka"].as_str().unwrap_or("?")
         )),
-        None => Err(format!("{} (python3 -m pip install confluent-kafka)", json["error"]).into()),
+        None => Err(format!("{} (scripts/rdkafka python installs it)", json["error"]).into()),
     }
 }
 

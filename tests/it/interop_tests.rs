@@ -1,7 +1,7 @@
 //! Interoperability: other clients in the same consumer group as ours, against the real broker.
 //!
 //! Two of our static members share a 6-partition topic with Kafka's Java consumer or with
-//! librdkafka (kcat), classic protocol, range assignor. Whoever leads — they decode our
+//! librdkafka (PyPI's confluent-kafka wheel), classic protocol, range assignor. Whoever leads — they decode our
 //! `ConsumerProtocolSubscription` and we decode their `ConsumerProtocolAssignment`, or the other
 //! way round — every member must end up with the assignment Kafka's `RangeAssignor` computes
 //! (static members ordered by `group.instance.id`, then dynamic ones by member id; 2 partitions
@@ -12,12 +12,12 @@
 //!
 //! Each test runs with the other client leading (it joins first and stays leader) and with ours
 //! leading; the other client's own report says which it was (the Java client's assignor is
-//! Kafka's `RangeAssignor` with a print added, kcat's is librdkafka's debug log).
+//! Kafka's `RangeAssignor` with a print added, librdkafka's is its debug log).
 
 use crate::group_tests::{client, converged, static_member, topic_with_partitions, Running, Seen};
 use crate::support::java::Java;
 use crate::support::process::{Process, Record};
-use crate::support::{broker, kcat, unique_name, wait_for};
+use crate::support::{broker, rdkafka, unique_name, wait_for};
 use kafka_group::MemberState;
 use kafka_group::{Admin, Client, GroupDescription, MemberDescription};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,7 +36,7 @@ const SETTLE: Duration = Duration::from_secs(45);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Java,
-    Kcat,
+    Librdkafka,
 }
 
 /// Who joins the group first, and so leads every generation after.
@@ -49,7 +49,7 @@ enum Leader {
 /// The other client's view of its membership after a rebalance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct View {
-    /// The generation it joined (kcat: from librdkafka's debug log).
+    /// The generation it joined (librdkafka: from its debug log).
     generation: Option<i32>,
     /// Whether it computed that generation's assignment.
     leader: Option<bool>,
@@ -77,7 +77,7 @@ impl Other {
                 java.expect("a Java release")
                     .consumer(bootstrap, topic, group, OTHER_CLIENT_ID, instance)
             }
-            Kind::Kcat => kcat::consumer(bootstrap, topic, group, OTHER_CLIENT_ID, instance),
+            Kind::Librdkafka => rdkafka::group_consumer(bootstrap, topic, group, OTHER_CLIENT_ID, instance),
         };
         Other {
             kind,
@@ -109,23 +109,15 @@ impl Other {
                     partitions: partition_list(&field("partitions")?, ','),
                 })
             }
-            // "% Group G rebalanced (memberid M): assigned: topic [0], topic [1]"
-            Kind::Kcat => {
-                let err = self.process.stderr();
-                let assigned = err
+            // "# assigned partitions=0,1"
+            Kind::Librdkafka => {
+                let out = self.process.stdout();
+                let line = out
                     .iter()
                     .rev()
-                    .find(|l| l.starts_with("% Group ") && l.contains(" rebalanced "))?
-                    .split("assigned: ")
-                    .nth(1)
-                    .unwrap_or("");
-                let partitions = assigned
-                    .split(", ")
-                    .filter_map(|tp| tp.rsplit_once('[')?.1.strip_suffix(']')?.parse().ok())
-                    .collect::<BTreeSet<i32>>()
-                    .into_iter()
-                    .collect();
-                let joined = kcat::led(&err);
+                    .find_map(|l| l.strip_prefix("# assigned partitions="))?;
+                let partitions = partition_list(line, ',');
+                let joined = rdkafka::led(&self.process.stderr());
                 let last = joined.last();
                 Some(View {
                     generation: last.map(|(g, _)| *g),
@@ -475,35 +467,35 @@ mod java {
 }
 
 mod librdkafka {
-    //! librdkafka's balanced consumer, through kcat.
+    //! librdkafka's balanced consumer (`support::rdkafka`).
 
     use super::*;
 
     fn run(instance: Option<&'static str>, leader: Leader, exact: bool) {
         let bootstrap = broker::shared().bootstrap();
-        eprintln!("{}", kcat::version());
+        eprintln!("{}", rdkafka::version());
         let mut g = mixed_group(
             bootstrap,
             leader,
-            |topic, group| Other::start(Kind::Kcat, None, bootstrap, topic, group, instance),
+            |topic, group| Other::start(Kind::Librdkafka, None, bootstrap, topic, group, instance),
             exact,
         );
         g.check_leader(leader);
-        g.check_consumes_its_partitions(|b, t| kcat::produce(b, t, PARTITIONS, PER_PARTITION));
+        g.check_consumes_its_partitions(|b, t| rdkafka::produce(b, t, PARTITIONS, PER_PARTITION, &[]));
     }
 
     #[test]
-    fn static_kcat_leads_our_static_members() {
+    fn static_librdkafka_leads_our_static_members() {
         run(Some(OTHER_INSTANCE), Leader::Other, true);
     }
 
     #[test]
-    fn static_kcat_follows_our_leader() {
+    fn static_librdkafka_follows_our_leader() {
         run(Some(OTHER_INSTANCE), Leader::Ours, true);
     }
 
     #[test]
-    fn dynamic_kcat_follows_our_leader() {
+    fn dynamic_librdkafka_follows_our_leader() {
         run(None, Leader::Ours, true);
     }
 
@@ -511,7 +503,7 @@ mod librdkafka {
     /// Kafka's assignors (and ours) do, so a mixed group it leads gets another — still
     /// consistent — assignment; only consistency is checked.
     #[test]
-    fn dynamic_kcat_leads_our_static_members() {
+    fn dynamic_librdkafka_leads_our_static_members() {
         run(None, Leader::Other, false);
     }
 }

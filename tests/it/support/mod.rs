@@ -8,7 +8,6 @@ pub mod broker;
 pub mod certs;
 pub mod checker;
 pub mod java;
-pub mod kcat;
 pub mod process;
 pub mod proxy;
 pub mod rdkafka;

@@ -1,4 +1,4 @@
-//! Other Kafka clients (a Java consumer, kcat, librdkafka through Python) run as child processes by the interoperability
+//! Other Kafka clients (a Java consumer, librdkafka through Python) run as child processes by the interoperability
 //! tests, with their output collected line by line.
 //!
 //! Lifetime: a [`Process`] is killed and reaped when dropped, so it never outlives its test,

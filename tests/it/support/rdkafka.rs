@@ -1,8 +1,10 @@
-//! librdkafka 2.16 for the secure interop tests: `rdkafka_client.py` beside this file, run with
-//! the Python that has PyPI's `confluent-kafka` wheel (which bundles librdkafka). Debian's kcat
-//! (`support::kcat`) is on librdkafka 2.0.2, whose SCRAM a Kafka 4.4 broker refuses.
+//! librdkafka 2.16 for the interop tests: `rdkafka_client.py` beside this file, run with the
+//! Python that has PyPI's `confluent-kafka` wheel (which bundles librdkafka).
 //!
-//! The interpreter is `$PYTHON`, else `python3`. Each command prints one JSON object.
+//! The interpreter is `$PYTHON`, else the one `scripts/rdkafka python` names, which installs the
+//! pinned wheel into a cached environment of its own on first use, as `scripts/kafka` fetches
+//! the brokers: no test depends on what the machine happens to have installed. Each command but
+//! `group` prints one JSON object.
 
 use super::process::{Process, Record};
 use serde_json::Value;
@@ -16,10 +18,32 @@ pub const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/support/
 /// The oldest librdkafka the secure tests accept: 2.0.2 fails SCRAM against Kafka 4.4.
 const MIN_LIBRDKAFKA: (u32, u32) = (2, 16);
 
-const INSTALL: &str = "python3 -m pip install confluent-kafka";
+const INSTALL: &str = "scripts/rdkafka python";
 
+/// `$PYTHON`, else the interpreter of the environment `scripts/rdkafka` keeps (installing it
+/// the first time); panics with that script's error.
 fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+    static PYTHON: OnceLock<String> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            if let Ok(p) = std::env::var("PYTHON") {
+                return p;
+            }
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/rdkafka");
+            let out = std::process::Command::new(script)
+                .arg("python")
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            assert!(
+                out.status.success() && !path.is_empty(),
+                "{script} python failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            path
+        })
+        .clone()
 }
 
 /// `librdkafka 2.16.0 (confluent-kafka 2.16.1)`; panics saying how to install the wheel if it is
@@ -94,6 +118,61 @@ pub fn run(
 /// (an authentication failure ends it at once).
 pub fn metadata(addr: SocketAddr, props: &[(&str, String)]) -> Result<Value, String> {
     run("metadata", &[addr.to_string()], props, Duration::from_secs(20))
+}
+
+/// As [`metadata`], for `topic` alone: the answer's `topic` has its partition count and the
+/// error librdkafka reported for it (`null` if none).
+pub fn topic_metadata(addr: SocketAddr, topic: &str, props: &[(&str, String)]) -> Result<Value, String> {
+    let args = [addr.to_string(), "--topic".into(), topic.into()];
+    run("metadata", &args, props, Duration::from_secs(20))
+}
+
+/// Starts librdkafka's balanced consumer in `group` with the range assignor, static if
+/// `instance` is given, reading `topic` from the earliest offset until dropped. Stdout has
+/// `partition offset value` per record and `# assigned partitions=…` per assignment; stderr has
+/// librdkafka's `cgrp` debug log, which tells who led each generation (see [`led`]).
+pub fn group_consumer(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    client_id: &str,
+    instance: Option<&str>,
+) -> Process {
+    version();
+    let mut props = vec![
+        format!("client.id={client_id}"),
+        "partition.assignment.strategy=range".into(),
+        "session.timeout.ms=6000".into(),
+        "heartbeat.interval.ms=300".into(),
+        "debug=cgrp".into(),
+    ];
+    props.extend(instance.map(|i| format!("group.instance.id={i}")));
+    let mut argv = vec![
+        SCRIPT.to_string(),
+        "group".into(),
+        bootstrap.into(),
+        topic.into(),
+        group.into(),
+    ];
+    for p in props {
+        argv.push("-X".into());
+        argv.push(p);
+    }
+    Process::spawn(&format!("librdkafka consumer {client_id}"), &python(), &argv)
+}
+
+/// From librdkafka's debug log: the generations this consumer joined and whether it was the
+/// leader of each (`JoinGroup response: GenerationId N, …, LeaderId X (me), …`).
+pub fn led(stderr: &[String]) -> Vec<(i32, bool)> {
+    stderr
+        .iter()
+        .filter_map(|l| {
+            let rest = l.split("JoinGroup response: GenerationId ").nth(1)?;
+            let generation = rest.split(',').next()?.trim().parse().ok()?;
+            let leader = rest.split(", my MemberId").next()?.ends_with("(me)");
+            Some((generation, leader))
+        })
+        .collect()
 }
 
 /// Writes `per_partition` records with values `p<partition>-<i>` to each of the first

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""librdkafka, through PyPI's confluent-kafka wheel (librdkafka 2.16 bundled), for the secure
-interop tests (tests/it/secure_interop_tests.rs, driven by support/rdkafka.rs) and for
-examples/secure_bench.rs. Debian's kcat is on librdkafka 2.0.2, whose SCRAM Kafka 4.4 refuses.
+"""librdkafka, through PyPI's confluent-kafka wheel (librdkafka 2.16 bundled), for the interop
+tests (driven by tests/it/support/rdkafka.rs) and examples/secure_bench.rs. `scripts/rdkafka
+python` installs the wheel into a cached environment of its own and names the interpreter.
 
 Every command takes librdkafka properties as -X key=value (as kcat does), prints one JSON object
 on stdout and exits 0 on success, 1 on failure (the JSON then has "error"), 3 if the wheel is
@@ -9,15 +9,21 @@ missing.
 
   version
       {"confluent_kafka": "2.16.1", "librdkafka": "2.16.0"}
-  metadata BOOTSTRAP [--timeout S]
+  metadata BOOTSTRAP [--topic T] [--timeout S]
       connects and asks for metadata: {"brokers": N, "topics": N}; an authentication error ends
-      it at once (librdkafka would otherwise retry until the timeout).
+      it at once (librdkafka would otherwise retry until the timeout). With --topic, asks for T
+      alone and adds {"topic": {"partitions": N, "error": "..." or null}}.
   produce BOOTSTRAP TOPIC PARTITIONS PER_PARTITION [--timeout S]
       writes PER_PARTITION records with value "p<partition>-<i>" to each partition explicitly,
       acks=all, waits for every delivery: {"produced": N}.
   consume BOOTSTRAP TOPIC GROUP COUNT [--timeout S]
       joins GROUP (subscribe, range assignor), reads COUNT records from the earliest offset,
       commits them synchronously and closes: {"records": [[partition, offset, value], ...]}.
+  group BOOTSTRAP TOPIC GROUP [--timeout S]
+      a balanced consumer that runs until killed (or S seconds, default an hour), reading from
+      the earliest offset, committing nothing. Each record is a line "partition offset value" on
+      stdout, each assignment a line "# assigned partitions=0,1". With -X debug=cgrp, stderr has
+      librdkafka's group log (which tells the generations it joined and whether it led them).
   bench-consume BOOTSTRAP TOPIC GROUP COUNT [--batch B] [--timeout S]
       as consume, with the batch API consume(num_messages=B), nothing decoded or committed;
       the clock starts when the first batch is back (the join is not timed) and the time is
@@ -85,8 +91,13 @@ def cmd_metadata(args):
         # poll() serves error_cb (and, for OAUTHBEARER, the token refresh) between attempts.
         p.poll(0.1)
         try:
-            md = p.list_topics(timeout=1.0)
-            return {"brokers": len(md.brokers), "topics": len(md.topics)}
+            md = p.list_topics(topic=args.topic, timeout=1.0)
+            out = {"brokers": len(md.brokers), "topics": len(md.topics)}
+            if args.topic is not None:
+                t = md.topics.get(args.topic)
+                error = None if t is None or t.error is None else str(t.error)
+                out["topic"] = {"partitions": 0 if t is None else len(t.partitions), "error": error}
+            return out
         except confluent_kafka.KafkaException as e:
             if time.monotonic() > deadline:
                 raise Failed(f"no metadata after {args.timeout}s: {e}; errors: {errors.seen}")
@@ -152,6 +163,33 @@ def cmd_consume(args):
     return {"records": records}
 
 
+def cmd_group(args):
+    errors = Errors()
+
+    def assigned(_consumer, partitions):
+        listed = ",".join(str(tp.partition) for tp in sorted(partitions, key=lambda tp: tp.partition))
+        print(f"# assigned partitions={listed}", flush=True)
+
+    conf = config(
+        args,
+        error_cb=errors,
+        **{"group.id": args.group, "auto.offset.reset": "earliest", "enable.auto.commit": False},
+    )
+    c = Consumer(conf)
+    c.subscribe([args.topic], on_assign=assigned)
+    deadline = deadline_of(args)
+    try:
+        while time.monotonic() < deadline:
+            for m in c.consume(num_messages=100, timeout=0.2):
+                if m.error() is not None:
+                    print(f"# error {m.error()}", flush=True)
+                    continue
+                print(f"{m.partition()} {m.offset()} {m.value().decode()}", flush=True)
+    finally:
+        c.close()
+    return {"stopped": "timeout"}
+
+
 def cmd_bench_consume(args):
     errors = Errors()
     c = group_consumer(args, errors)
@@ -190,9 +228,10 @@ def main():
         return p
 
     command("version")
-    command("metadata", ("bootstrap", str), timeout=20.0)
+    command("metadata", ("bootstrap", str), timeout=20.0).add_argument("--topic")
     command("produce", ("bootstrap", str), ("topic", str), ("partitions", int), ("per_partition", int))
     command("consume", ("bootstrap", str), ("topic", str), ("group", str), ("count", int), timeout=60.0)
+    command("group", ("bootstrap", str), ("topic", str), ("group", str), timeout=3600.0)
     bench = command(
         "bench-consume", ("bootstrap", str), ("topic", str), ("group", str), ("count", int), timeout=300.0
     )
