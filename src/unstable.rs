@@ -13,7 +13,8 @@
 //! - [`RawClient`]: a [`Client`]'s own requests to a broker, negotiated and over its
 //!   connections;
 //! - [`classify`]: what a group error code means for a member;
-//! - [`key_partition`]: the partition Java's default partitioner picks for a key.
+//! - [`key_partition`]: the partition Java's default partitioner picks for a key;
+//! - [`TestHooks`]: faults a test injects into a member or consumer (a crash, hung heartbeats).
 
 use crate::error::Result;
 use crate::protocol::Request;
@@ -104,9 +105,64 @@ impl RawClient for Client {
     }
 }
 
-/// Keeps [`RawClient`] implemented by [`Client`] alone, so methods can be added to it.
+/// Faults a test injects, in this crate's tests and in an application's: a process killed
+/// without a word to the coordinator, or one whose heartbeats stop while it still runs.
+///
+/// Implemented for [`GroupMember`](crate::GroupMember) and [`Consumer`](crate::Consumer) (whose
+/// calls reach its group member; without a group, freezing and thawing do nothing).
+pub trait TestHooks: sealed::Sealed + Sized {
+    /// Stops like a killed process: no final commit, no leave of any kind (under the consumer
+    /// protocol, not even the static leave heartbeat that `close` sends).
+    fn crash_for_tests(self);
+
+    /// The heartbeats stop without the member knowing, as if the process hung: the coordinator
+    /// fences it once its session times out.
+    fn freeze_heartbeats_for_tests(&self);
+
+    /// A consumer-protocol member's heartbeats resume after
+    /// [`freeze_heartbeats_for_tests`](Self::freeze_heartbeats_for_tests), as when a hung
+    /// process wakes up.
+    fn thaw_heartbeats_for_tests(&self);
+}
+
+impl TestHooks for crate::GroupMember {
+    fn crash_for_tests(self) {
+        self.crash()
+    }
+
+    fn freeze_heartbeats_for_tests(&self) {
+        self.freeze_heartbeats()
+    }
+
+    fn thaw_heartbeats_for_tests(&self) {
+        self.thaw_heartbeats()
+    }
+}
+
+impl TestHooks for crate::Consumer {
+    fn crash_for_tests(self) {
+        self.crash()
+    }
+
+    fn freeze_heartbeats_for_tests(&self) {
+        if let Some(m) = self.group_member() {
+            m.freeze_heartbeats()
+        }
+    }
+
+    fn thaw_heartbeats_for_tests(&self) {
+        if let Some(m) = self.group_member() {
+            m.thaw_heartbeats()
+        }
+    }
+}
+
+/// Keeps [`RawClient`] and [`TestHooks`] implemented by this crate's types alone, so methods
+/// can be added to them.
 mod sealed {
     #[allow(unnameable_types)]
     pub trait Sealed {}
     impl Sealed for crate::Client {}
+    impl Sealed for crate::GroupMember {}
+    impl Sealed for crate::Consumer {}
 }

@@ -814,14 +814,17 @@ impl Consumer {
 }
 
 impl Consumer {
-    /// Test hook: stops like a killed process — no final commit, no leave of any kind (under
-    /// the consumer protocol, not even the static leave heartbeat `close` sends). Not part of
-    /// the API.
-    #[doc(hidden)]
-    pub fn crash_for_tests(mut self) {
+    /// Stops like a killed process — no final commit, no leave of any kind (under the consumer
+    /// protocol, not even the static leave heartbeat `close` sends) (`unstable::TestHooks`).
+    pub(crate) fn crash(mut self) {
         if let Some(m) = self.member.take() {
-            m.crash_for_tests();
+            m.crash();
         }
+    }
+
+    /// The group member, if the consumer is in a group (`unstable::TestHooks`).
+    pub(crate) fn group_member(&self) -> Option<&GroupMember> {
+        self.member.as_ref()
     }
 }
 

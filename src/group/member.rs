@@ -1569,30 +1569,27 @@ impl GroupMember {
         result
     }
 
-    /// Test hook: the heartbeat thread stops sending without telling the member, as if the
-    /// process hung. Not part of the API.
-    #[doc(hidden)]
-    pub fn freeze_heartbeats_for_tests(&self) {
+    /// The heartbeat thread stops sending without telling the member, as if the process hung
+    /// (`unstable::TestHooks`).
+    pub(crate) fn freeze_heartbeats(&self) {
         self.freeze_consumer_heartbeats(true);
         self.heartbeat.send(Command::Freeze);
     }
 
-    /// Test hook: stops like a killed process, telling the coordinator nothing (a static
-    /// member's close sends nothing on classic either; under the consumer protocol it sends
-    /// the static leave heartbeat, which a crash does not). Not part of the API.
-    #[doc(hidden)]
-    pub fn crash_for_tests(mut self) {
+    /// Stops like a killed process, telling the coordinator nothing (a static member's close
+    /// sends nothing on classic either; under the consumer protocol it sends the static leave
+    /// heartbeat, which a crash does not) (`unstable::TestHooks`).
+    pub(crate) fn crash(mut self) {
         self.abandon_consumer_protocol();
         self.heartbeat.shutdown(Duration::from_secs(1));
         self.abandon_join();
         self.transition(Transition::Closed);
     }
 
-    /// Test hook: a consumer-protocol member's heartbeats resume after
-    /// [`freeze_heartbeats_for_tests`](Self::freeze_heartbeats_for_tests), as when a hung
-    /// process wakes up. Not part of the API.
-    #[doc(hidden)]
-    pub fn thaw_heartbeats_for_tests(&self) {
+    /// A consumer-protocol member's heartbeats resume after
+    /// [`freeze_heartbeats`](Self::freeze_heartbeats), as when a hung process wakes up
+    /// (`unstable::TestHooks`).
+    pub(crate) fn thaw_heartbeats(&self) {
         self.freeze_consumer_heartbeats(false);
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::group_tests::client;
 use crate::support::{broker, create_topic, unique_name};
+use kafka_group::unstable::TestHooks;
 use kafka_group::{
     Client, Error, GroupEvent, GroupMember, GroupProtocol, GroupProtocolPolicy, OffsetReset, TopicPartition,
 };

@@ -1,6 +1,7 @@
 //! Group membership against a real broker: static restarts, eviction, fencing, dynamic joins.
 
 use crate::support::{broker, create_topic, thread_names, unique_name, wait_for};
+use kafka_group::unstable::TestHooks;
 use kafka_group::{Client, ClientBuilder, Consumer, Error, KafkaCode};
 use kafka_group::{GroupEvent, GroupMember, MemberBuilder, MemberState, TopicPartition};
 use std::collections::BTreeSet;

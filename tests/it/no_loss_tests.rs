@@ -13,6 +13,7 @@ use crate::support::checker::{self, Checker, MemberLog};
 use crate::support::rng::Rng;
 use crate::support::{broker, unique_name, wait_for};
 use kafka_group::unstable::key_partition;
+use kafka_group::unstable::TestHooks;
 use kafka_group::ProducerRecord;
 use kafka_group::{
     Assignor, Client, Consumer, CooperativeStickyAssignor, Error, GroupProtocol, OffsetReset, RangeAssignor,

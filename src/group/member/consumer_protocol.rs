@@ -655,7 +655,8 @@ impl GroupMember {
         }
     }
 
-    /// Test hook behind `freeze_heartbeats_for_tests`.
+    /// Stops or resumes the heartbeats without the member knowing, as a hung process would
+    /// (`unstable::TestHooks`).
     pub(super) fn freeze_consumer_heartbeats(&self, frozen: bool) {
         if let Some(c) = &self.consumer {
             c.thread.lock().frozen = frozen;
