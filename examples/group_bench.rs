@@ -258,6 +258,15 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Open sockets of this process: its file descriptors that are sockets.
+fn sockets() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| {
+        d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l.to_string_lossy().starts_with("socket:"))
+            .count()
+    })
+}
+
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .map(|d| d.count())
@@ -269,7 +278,7 @@ fn many(bootstrap: &str, n: usize) -> Result<(), BoxError> {
     let c = client(bootstrap)?;
     let topic = topic(&c, 64)?;
     let group = format!("many-bench-{}", std::process::id());
-    let (rss0, threads0) = (rss_kib(), threads());
+    let (rss0, threads0, sockets0) = (rss_kib(), threads(), sockets());
     // Each member publishes the generation it is stable in (-1 while joining); the group is
     // stable when all publish the same one.
     let gens: Arc<Vec<AtomicI32>> = Arc::new((0..n).map(|_| AtomicI32::new(-1)).collect());
@@ -306,14 +315,16 @@ fn many(bootstrap: &str, n: usize) -> Result<(), BoxError> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let to_stable = t.elapsed();
-    let (rss1, threads1) = (rss_kib(), threads());
+    let (rss1, threads1, sockets1) = (rss_kib(), threads(), sockets());
     if !all_stable() {
         println!("not all members stable after {to_stable:.2?}");
     }
     println!(
-        "{n} static members: all stable after {to_stable:.2?}; threads +{} ({} per member); RSS +{} KiB ({} KiB per member)",
+        "{n} static members: all stable after {to_stable:.2?}; threads +{} ({} per member); sockets +{} ({} per member); RSS +{} KiB ({} KiB per member)",
         threads1 - threads0,
         (threads1 - threads0) as f64 / n as f64,
+        sockets1.saturating_sub(sockets0),
+        sockets1.saturating_sub(sockets0) as f64 / n as f64,
         rss1.saturating_sub(rss0),
         rss1.saturating_sub(rss0) / n as u64
     );

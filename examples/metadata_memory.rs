@@ -1,6 +1,6 @@
 //! Peak memory of a client handling a very large Metadata answer (not a test: it prints
 //! figures). A fake broker in this process answers with one topic of PARTITIONS partitions
-//! (default 2,000,000: a 68 MB frame at v12, as in issue 12); each phase — `refresh_metadata`,
+//! (default 2,000,000: a 68 MB frame at v12, the size that once peaked at 6× in memory); each phase — `refresh_metadata`,
 //! a producer's first send and flush, and a second `refresh_metadata` while the first answer is
 //! cached — runs in a child process (this program re-run), whose
 //! peak RSS growth (VmHWM) it reports against the frame size.

@@ -2,8 +2,8 @@
 //! ConsumerGroupHeartbeat carries, what an answer does to the member, and the incremental
 //! reconciliation of the assignment the coordinator sends.
 //!
-//! Not wired to a socket or a thread yet (issue 17 builds the member around it); kept apart so
-//! that every rule is unit-tested without a broker. The rules follow Kafka's own client
+//! No socket or thread here: `member/consumer_protocol.rs` wires it to the coordinator and the
+//! heartbeat thread. Kept apart so that every rule is unit-tested without a broker. The rules follow Kafka's own client
 //! (`ConsumerMembershipManager`, `ConsumerHeartbeatRequestManager`):
 //!
 //! - a member joins with epoch 0 and every field; later heartbeats leave out (send null for)

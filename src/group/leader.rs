@@ -230,7 +230,8 @@ mod tests {
 
     #[test]
     fn partitions_added_after_the_assignment_are_found_unowned() {
-        // Issue 12: 6 -> 8 partitions, then the leader restarted and skipped the assignment.
+        // A topic grew from 6 to 8 partitions, then the leader restarted and skipped the
+        // assignment (KIP-814): partitions 6 and 7 are in no member's owned list.
         let kept = [
             owns(&[("t", &[0, 1])]),
             owns(&[("t", &[2, 3])]),

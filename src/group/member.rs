@@ -8,6 +8,7 @@
 
 mod assign;
 mod consumer_protocol;
+mod join_warnings;
 mod metadata_watch;
 mod missing_topics;
 #[cfg(test)]
@@ -211,9 +212,8 @@ pub struct GroupMember {
     discovery_since: Option<Instant>,
     /// The last error a join retried past, for the timeout a caller may get.
     last_join_error: Option<Error>,
-    /// Join retries since the last warning, and when that was.
-    join_failures: u32,
-    last_join_warn: Option<Instant>,
+    /// Which join failures are worth a warning.
+    join_warnings: join_warnings::JoinWarnings,
     /// Events of a join that returned an error, delivered by the next call.
     undelivered: Vec<GroupEvent>,
     /// The request the coordinator denied the group on (`MemberState::Unauthorized`), with
@@ -274,10 +274,6 @@ pub(crate) fn lookup_deadline(deadline: Instant) -> Instant {
     deadline.max(crate::deadline::after(MIN_LOOKUP))
 }
 
-/// Repeated join failures (a closed port, a coordinator that keeps moving) are logged at warn at
-/// most this often; the ones in between at debug.
-const WARN_EVERY: Duration = Duration::from_secs(10);
-
 impl GroupMember {
     /// A member with a validated `config`: starts its heartbeat thread (idle until the first
     /// join), makes no network call.
@@ -325,8 +321,7 @@ impl GroupMember {
             join_started: None,
             discovery_since: None,
             last_join_error: None,
-            join_failures: 0,
-            last_join_warn: None,
+            join_warnings: Default::default(),
             undelivered: Vec::new(),
             denied: None,
             heartbeats_refused: false,
@@ -729,6 +724,7 @@ impl GroupMember {
                     self.last_generation = Some(generation.id);
                     self.join_started = None;
                     self.last_join_error = None;
+                    self.join_warnings.joined();
                     log::info!("{}: assigned {} in {sync_time:?} (sync)", self.ctx(), assignment);
                     // Eager: everything was revoked before the join, so all of it is new.
                     let change = Change::between(&self.assignment, &assignment);
@@ -828,25 +824,18 @@ impl GroupMember {
         }))
     }
 
-    /// Remembers why the join had to retry, for the timeout a caller may finally get, and warns
-    /// about it at most once per [`WARN_EVERY`] (a member retrying every 100 ms against a
-    /// closed port would otherwise fill the log, or say nothing at all at debug level).
+    /// Remembers why the join had to retry, for the timeout a caller may finally get, and logs
+    /// it: at warn when [`JoinWarnings`](join_warnings::JoinWarnings) says so, else at debug.
     fn note_join_error(&mut self, e: Error, during: &str) {
-        let now = Instant::now();
-        self.join_failures += 1;
-        if self
-            .last_join_warn
-            .map_or(true, |t| now.duration_since(t) >= WARN_EVERY)
-        {
-            log::warn!(
-                "{}: {during}: {e} ({} failure(s) since the last warning); retrying",
-                self.ctx(),
-                self.join_failures
-            );
-            self.last_join_warn = Some(now);
-            self.join_failures = 0;
-        } else {
-            log::debug!("{}: {during}: {e}; retrying", self.ctx());
+        let unready = e
+            .kafka_code()
+            .is_some_and(crate::group::action::coordinator_unready);
+        match self.join_warnings.failed(Instant::now(), unready) {
+            Some(failures) => log::warn!(
+                "{}: {during}: {e} ({failures} failure(s) since the last warning); retrying",
+                self.ctx()
+            ),
+            None => log::debug!("{}: {during}: {e}; retrying", self.ctx()),
         }
         self.last_join_error = Some(e);
     }
@@ -1512,11 +1501,14 @@ impl GroupMember {
         Ok(())
     }
 
-    /// Stops the member. A static member stops heartbeating and does **not** send LeaveGroup:
-    /// its partitions stay reserved for it until the session times out, so a restart within
-    /// the session timeout gets them back without a rebalance. A dynamic member leaves the group
-    /// so that its partitions move at once. The heartbeat thread is joined before this returns,
-    /// so no request for this member is in flight afterwards.
+    /// Stops the member, within `close_timeout`. A dynamic member leaves the group so that its
+    /// partitions move at once. A static member's partitions stay reserved for it until the
+    /// session times out, so a restart within the session timeout gets them back without a
+    /// rebalance: under the classic protocol it stops heartbeating and sends no LeaveGroup;
+    /// under the consumer protocol (KIP-848) it sends the static leave heartbeat (member epoch
+    /// -2), which tells the coordinator it is gone but keeps its assignment for it. The heartbeat
+    /// thread is joined before this returns, so no request for this member is in flight
+    /// afterwards.
     pub fn close(mut self) -> Result<()> {
         self.close_inner(crate::deadline::after(self.config.close_timeout))
     }

@@ -1,5 +1,5 @@
 //! Calls return within the bound the caller gave, and retriable failures are retried rather
-//! than returned (issue 12 items 3, 4, 5 and the session-expiry part of 8). Each test failed
+//! than returned. Each test failed
 //! before the fix: `poll(1 s)` blocked for minutes on a closed port and lost the cause, `close()`
 //! took about three request timeouts under a blackhole, a reset during the leader's metadata
 //! lookup came out of `poll`, and a blackholed member noticed its session had expired only after

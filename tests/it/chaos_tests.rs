@@ -1,4 +1,4 @@
-//! The chaos suite (issue 12): static members that produce, consume and commit while the path
+//! The chaos suite: static members that produce, consume and commit while the path
 //! to the brokers misbehaves, each scenario judged by the shared [`Checker`] (nothing lost,
 //! nothing consumed twice outside a failed commit's window, offsets in order, committed offsets
 //! never going down) and its figures printed even when it passes.

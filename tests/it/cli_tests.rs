@@ -297,8 +297,8 @@ fn join_prints_assignments_and_records_and_commits() {
     assert_eq!(offsets, [3, 4], "{}", run.stdout);
 }
 
-/// Issue 15: with standard input closed (cron, nohup), `join` stopped after its first poll
-/// (500 of `--max-records 1000`). Input that is not a terminal no longer stops it.
+/// With standard input closed (cron, nohup), `join` once stopped after its first poll (500 of
+/// `--max-records 1000`): input that is not a terminal must not stop it.
 #[test]
 fn join_with_stdin_closed_honours_max_records_and_duration() {
     let bootstrap = broker::shared().bootstrap();
@@ -350,8 +350,8 @@ fn join_with_stdin_closed_honours_max_records_and_duration() {
     assert!(took >= Duration::from_secs(4), "stopped after {took:?}");
 }
 
-/// Issue 15: `join --duration 15` ran 323 s once the broker went away. Now the duration, then
-/// at most --timeout for the final commit and another for the close, bound it.
+/// `join --duration 15` once ran 323 s after the broker went away: the duration, then at most
+/// --timeout for the final commit and another for the close, bound it.
 #[test]
 fn join_duration_bounds_the_command_when_the_broker_goes_away() {
     use std::io::BufRead;

@@ -1,4 +1,4 @@
-//! Fetch-ahead against a real broker (issue 16, consumer part): records the consumer fetched
+//! Fetch-ahead against a real broker: records the consumer fetched
 //! ahead are never handed out once their partition was paused, revoked or seeked, and the
 //! buffer stays within `queued.max.messages.kbytes` while the application sleeps on a big
 //! backlog (peak RSS of a child process, this test binary re-run for [`rss_child`]).

@@ -643,7 +643,7 @@ mod through_the_proxy {
         drop(b);
     }
 
-    /// Issue 12: the restarted leader that skipped the assignment cannot read the group's
+    /// The restarted leader that skipped the assignment cannot read the group's
     /// assignment. A passing failure (the coordinator loading) is retried at the next polls,
     /// not given up on until `metadata.max.age.ms` (300 s, the default, here); a lasting one
     /// (access denied) makes it rebalance rather than trust an assignment it cannot see.
@@ -789,7 +789,7 @@ fn consumers_cover(cs: &[Consuming], topic: &str, partitions: i32) -> bool {
         && union == all
 }
 
-/// Issue 12: a subscribed topic grows from `before` to `after` partitions, then every static
+/// A subscribed topic grows from `before` to `after` partitions, then every static
 /// member restarts in turn within the session timeout, the leader (the first instance) in the
 /// middle of the others or alone. The restarted leader is told to skip the assignment
 /// (KIP-814) and learns the new partition count at its rejoin, so only the group's assignment

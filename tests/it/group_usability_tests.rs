@@ -1,4 +1,4 @@
-//! What a member tells its user about mistakes and restarts (issue 15), against a real broker:
+//! What a member tells its user about mistakes and restarts, against a real broker:
 //! a refused session timeout names the broker's bounds; a restarted static member knows,
 //! where the coordinator's answer says, whether its join rebalanced the group.
 

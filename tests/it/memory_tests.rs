@@ -1,4 +1,4 @@
-//! Peak memory while handling a very large Metadata answer (issue 12 item 7): one topic of
+//! Peak memory while handling a very large Metadata answer: one topic of
 //! 300,000 partitions, a 10 MB frame, from a fake broker (no real broker of the test harness has
 //! that many partitions to spare). Each phase runs in a child process of its own — this test
 //! binary re-run for [`child`] — so that its peak RSS is its own; the bound is 3× the frame, and

@@ -1,4 +1,4 @@
-//! `wakeup()` from another thread ends a blocked call at once (issue 15): a consumer waiting in a
+//! `wakeup()` from another thread ends a blocked call at once: a consumer waiting in a
 //! Fetch the broker holds for `fetch.max.wait.ms`, a consumer whose JoinGroup the coordinator
 //! holds for the rebalance timeout, a member waiting on its heartbeat events. Each bound
 //! asserted is a small part of how long the call would otherwise have waited.

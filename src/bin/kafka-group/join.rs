@@ -137,7 +137,7 @@ fn generation_ended(e: &Error) -> bool {
 /// A flag set when standard input, if it is a terminal, reaches its end (Ctrl-D) or fails,
 /// read on a background thread because the standard library has no non-blocking read. Input
 /// that is not a terminal never sets it: under cron or nohup it is closed from the start, and
-/// a one-poll run there is what issue 15 found.
+/// treating that as "the user closed input" would end such a run after one poll.
 fn watch_terminal() -> Arc<AtomicBool> {
     let closed = Arc::new(AtomicBool::new(false));
     if !std::io::stdin().is_terminal() {

@@ -1,4 +1,4 @@
-//! SASL authentication (issue 13): the mechanisms and the SaslHandshake / SaslAuthenticate
+//! SASL authentication: the mechanisms and the SaslHandshake / SaslAuthenticate
 //! exchange, as pure logic the connection drives.
 //!
 //! Nothing here touches a socket. A mechanism is an `Authenticator`

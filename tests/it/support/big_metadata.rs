@@ -1,6 +1,6 @@
 //! A fake broker whose Metadata answer is one topic of very many partitions, and the peak-RSS
-//! measurement of a client handling that answer in a process of its own (issue 12 item 7: a
-//! 68 MB answer peaked at over 6× its size). Shared by `memory_tests` and
+//! measurement of a client handling that answer in a process of its own (a 68 MB
+//! answer once peaked at over 6× its size). Shared by `memory_tests` and
 //! `examples/metadata_memory.rs`, which includes this file by path: it uses only `std` and the
 //! crate.
 //!
