@@ -26,6 +26,9 @@ pub enum Timeout {
     Write,
     /// An operation that retried until its deadline (e.g. finding a coordinator).
     Retries,
+    /// Waiting for a connection busy with another caller's request (one request at a time
+    /// per connection): the caller's own timeout ran out before its request could start.
+    Queued,
 }
 
 /// A broker API that is too old for a capability, as found in one check.
@@ -360,6 +363,7 @@ impl fmt::Display for Error {
                     Timeout::Response => "timed out waiting for a response",
                     Timeout::Write => "timed out writing a request",
                     Timeout::Retries => "retries ran out of time",
+                    Timeout::Queued => "timed out waiting for a busy connection",
                 };
                 write!(f, "{what} ({operation})")?;
                 if let Some(last) = last {
@@ -674,7 +678,9 @@ impl Error {
     /// Whether the connection that produced this error can no longer be used.
     pub fn breaks_connection(&self) -> bool {
         match self {
-            Error::Timeout { which, .. } => *which != Timeout::Retries,
+            // Neither a deadline reached between tries nor one reached waiting for another
+            // caller's request to finish says anything about the connection.
+            Error::Timeout { which, .. } => !matches!(which, Timeout::Retries | Timeout::Queued),
             Error::Io { .. }
             | Error::Protocol { .. }
             | Error::Decode { .. }
