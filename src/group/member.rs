@@ -1515,8 +1515,10 @@ impl GroupMember {
     /// Stops the member. A static member stops heartbeating and does **not** send LeaveGroup:
     /// its partitions stay reserved for it until the session times out, so a restart within
     /// the session timeout gets them back without a rebalance. A dynamic member leaves the group
-    /// so that its partitions move at once. The heartbeat thread is joined before this returns,
-    /// so no request for this member is in flight afterwards.
+    /// so that its partitions move at once. The heartbeat thread is stopped before this returns,
+    /// so no request for this member is in flight afterwards: a heartbeat in flight is cut off,
+    /// and a thread still in a name lookup or TCP connect, which nothing can cut short, is not
+    /// waited for (it ends with that step and sends nothing more).
     pub fn close(mut self) -> Result<()> {
         self.close_inner(crate::deadline::after(self.config.close_timeout))
     }
