@@ -716,6 +716,24 @@ impl Error {
         self.is_coordinator_transient() || matches!(self, Error::Kafka { code, .. } if code.is_retriable())
     }
 
+    /// Whether no connection could be made at all: nothing listening, no route, a name that
+    /// does not resolve, a connect timeout, the reconnect backoff still running. Nothing was
+    /// sent, so a call retries these within its bound (a broker starting, a port being
+    /// opened). An error after a connection was made (a handshake, a listener of another
+    /// protocol) says the same on every try, and a request may have been acted on: not these.
+    pub(crate) fn is_not_connected(&self) -> bool {
+        use io::ErrorKind as K;
+        match self {
+            Error::Io { source, .. } => matches!(
+                source.kind(),
+                K::ConnectionRefused | K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable
+            ),
+            Error::Timeout { which, .. } => *which == Timeout::Connect,
+            Error::Unresolved { .. } | Error::ReconnectBackoff { .. } | Error::NoBrokers => true,
+            _ => false,
+        }
+    }
+
     /// Whether a request to a group coordinator failed only because the coordinator is moving,
     /// loading or unreachable, so that retrying it is right. The one rule the client, members
     /// and admin calls share; which codes count, and whether the coordinator is then found
@@ -768,6 +786,41 @@ fn tls_explanation(addr: &str, e: &(dyn std::error::Error + 'static)) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_connection_never_made_counts_as_not_connected() {
+        let io = |kind: io::ErrorKind| Error::Io {
+            addr: "b:9092".into(),
+            source: kind.into(),
+        };
+        let timeout = |which| Error::Timeout {
+            which,
+            operation: "b:9092".into(),
+            last: None,
+        };
+        for e in [
+            io(io::ErrorKind::ConnectionRefused),
+            io(io::ErrorKind::HostUnreachable),
+            timeout(Timeout::Connect),
+            Error::Unresolved {
+                addr: "b:9092".into(),
+            },
+            Error::NoBrokers,
+        ] {
+            assert!(e.is_not_connected(), "{e}");
+        }
+        // Once connected, a request may have been acted on, or the peer speaks another
+        // protocol: the same on every try.
+        for e in [
+            io(io::ErrorKind::ConnectionReset),
+            io(io::ErrorKind::UnexpectedEof),
+            timeout(Timeout::Response),
+            timeout(Timeout::Queued),
+            Error::Closed,
+        ] {
+            assert!(!e.is_not_connected(), "{e}");
+        }
+    }
 
     fn kafka(code: KafkaCode) -> Error {
         Error::Kafka {

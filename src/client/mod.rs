@@ -379,10 +379,32 @@ impl Client {
     /// Fetches metadata for `topics` (all topics for `None`) and updates the cache. Brokers are
     /// always replaced; topics are merged so that callers interested in different topics do
     /// not evict each other's entries.
+    ///
+    /// While no broker can be connected to, retries every `retry.backoff.ms` until
+    /// `default.api.timeout.ms`, then fails with [`Timeout::Retries`] naming it, the last
+    /// connection error as its cause. An error once connected (credentials, TLS, a listener
+    /// of another protocol) is returned at once.
     pub fn refresh_metadata(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
         for t in topics.unwrap_or_default() {
             crate::names::check_topic("refresh_metadata", t)?;
         }
+        let bound = self.inner.api_timeout;
+        let deadline = crate::deadline::after(bound);
+        retry(
+            deadline,
+            retry::Backoff::fixed(self.inner.retry_backoff),
+            || format!("refreshing metadata within default.api.timeout.ms ({bound:?})"),
+            || match self.refresh_metadata_within(topics, Some(deadline)) {
+                Err(e) if e.is_not_connected() => Ok(Step::Retry(e)),
+                other => other.map(Step::Done),
+            },
+        )
+    }
+
+    /// One [`refresh_metadata`](Self::refresh_metadata) attempt, each request bounded by
+    /// `request.timeout.ms` alone (for a caller with a retry loop of its own, such as the
+    /// producer's sender thread, which must get back to its batches).
+    pub(crate) fn refresh_metadata_once(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
         self.refresh_metadata_within(topics, None)
     }
 
