@@ -26,6 +26,9 @@ pub enum Timeout {
     Write,
     /// An operation that retried until its deadline (e.g. finding a coordinator).
     Retries,
+    /// Waiting for a connection busy with another caller's request (one request at a time
+    /// per connection): the caller's own timeout ran out before its request could start.
+    Queued,
 }
 
 /// A broker API that is too old for a capability, as found in one check.
@@ -360,6 +363,7 @@ impl fmt::Display for Error {
                     Timeout::Response => "timed out waiting for a response",
                     Timeout::Write => "timed out writing a request",
                     Timeout::Retries => "retries ran out of time",
+                    Timeout::Queued => "timed out waiting for a busy connection",
                 };
                 write!(f, "{what} ({operation})")?;
                 if let Some(last) = last {
@@ -674,7 +678,9 @@ impl Error {
     /// Whether the connection that produced this error can no longer be used.
     pub fn breaks_connection(&self) -> bool {
         match self {
-            Error::Timeout { which, .. } => *which != Timeout::Retries,
+            // Neither a deadline reached between tries nor one reached waiting for another
+            // caller's request to finish says anything about the connection.
+            Error::Timeout { which, .. } => !matches!(which, Timeout::Retries | Timeout::Queued),
             Error::Io { .. }
             | Error::Protocol { .. }
             | Error::Decode { .. }
@@ -708,6 +714,24 @@ impl Error {
     /// `InvalidMetadataException` is a `RetriableException`).
     pub(crate) fn is_transient(&self) -> bool {
         self.is_coordinator_transient() || matches!(self, Error::Kafka { code, .. } if code.is_retriable())
+    }
+
+    /// Whether no connection could be made at all: nothing listening, no route, a name that
+    /// does not resolve, a connect timeout, the reconnect backoff still running. Nothing was
+    /// sent, so a call retries these within its bound (a broker starting, a port being
+    /// opened). An error after a connection was made (a handshake, a listener of another
+    /// protocol) says the same on every try, and a request may have been acted on: not these.
+    pub(crate) fn is_not_connected(&self) -> bool {
+        use io::ErrorKind as K;
+        match self {
+            Error::Io { source, .. } => matches!(
+                source.kind(),
+                K::ConnectionRefused | K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable
+            ),
+            Error::Timeout { which, .. } => *which == Timeout::Connect,
+            Error::Unresolved { .. } | Error::ReconnectBackoff { .. } | Error::NoBrokers => true,
+            _ => false,
+        }
     }
 
     /// Whether a request to a group coordinator failed only because the coordinator is moving,
@@ -762,6 +786,41 @@ fn tls_explanation(addr: &str, e: &(dyn std::error::Error + 'static)) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_connection_never_made_counts_as_not_connected() {
+        let io = |kind: io::ErrorKind| Error::Io {
+            addr: "b:9092".into(),
+            source: kind.into(),
+        };
+        let timeout = |which| Error::Timeout {
+            which,
+            operation: "b:9092".into(),
+            last: None,
+        };
+        for e in [
+            io(io::ErrorKind::ConnectionRefused),
+            io(io::ErrorKind::HostUnreachable),
+            timeout(Timeout::Connect),
+            Error::Unresolved {
+                addr: "b:9092".into(),
+            },
+            Error::NoBrokers,
+        ] {
+            assert!(e.is_not_connected(), "{e}");
+        }
+        // Once connected, a request may have been acted on, or the peer speaks another
+        // protocol: the same on every try.
+        for e in [
+            io(io::ErrorKind::ConnectionReset),
+            io(io::ErrorKind::UnexpectedEof),
+            timeout(Timeout::Response),
+            timeout(Timeout::Queued),
+            Error::Closed,
+        ] {
+            assert!(!e.is_not_connected(), "{e}");
+        }
+    }
 
     fn kafka(code: KafkaCode) -> Error {
         Error::Kafka {

@@ -120,21 +120,36 @@ impl Admin {
     /// Sends a per-topic request for `names`, resending the topics answered `NOT_CONTROLLER`
     /// (the controller moved; nothing was done for them) until `deadline`. `send` gets the
     /// topics still pending and the broker-side timeout, and returns `(name, code, message)`
-    /// per topic. Codes for which `accept` holds count as success.
+    /// per topic. Codes for which `accept` holds count as success. No broker to connect to is
+    /// retried too (nothing was sent), until `deadline` (the caller's `timeout` from its start).
     fn per_topic_to_controller(
         &self,
         api: ApiKey,
         names: &[&str],
         deadline: Instant,
+        timeout: Duration,
         accept: impl Fn(KafkaCode) -> bool,
         mut send: impl FnMut(&[&str], i32) -> Result<Vec<TopicOutcome>>,
     ) -> Result<()> {
         let mut pending: Vec<&str> = names.to_vec();
         let backoff = Backoff::fixed(self.client.retry_backoff());
-        // The last cause names the topics still pending.
-        let what = || format!("{}({}): the controller kept moving", api.name(), names.join(","));
+        // The last cause says why: the controller moving, or no broker answering.
+        let what = || {
+            format!(
+                "{}({}) within its timeout of {timeout:?}",
+                api.name(),
+                names.join(",")
+            )
+        };
         retry(deadline, backoff, what, || {
-            let outcomes = send(&pending, self.broker_timeout_ms(deadline))?;
+            let outcomes = match send(&pending, self.broker_timeout_ms(deadline)) {
+                Ok(outcomes) => outcomes,
+                Err(e) if e.is_not_connected() => {
+                    log::debug!("{}: {e}; retrying", api.name());
+                    return Ok(Step::Retry(e));
+                }
+                Err(e) => return Err(e),
+            };
             let mut retry = Vec::new();
             for &name in &pending {
                 let found = outcomes.iter().find(|(n, ..)| n.as_deref() == Some(name));

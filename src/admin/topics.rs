@@ -77,6 +77,7 @@ impl Admin {
             ApiKey::CreateTopics,
             &names,
             deadline,
+            timeout,
             accept,
             |pending, timeout_ms| {
                 let batch: Vec<&NewTopic> = topics
@@ -116,6 +117,7 @@ impl Admin {
             ApiKey::CreatePartitions,
             &names,
             deadline,
+            timeout,
             |_| false,
             |pending, timeout_ms| {
                 let batch: Vec<(&str, i32)> = topics
@@ -159,6 +161,7 @@ impl Admin {
             ApiKey::DeleteTopics,
             topics,
             deadline,
+            timeout,
             |_| false,
             |pending, timeout_ms| {
                 let resp =

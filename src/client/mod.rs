@@ -18,13 +18,14 @@
 mod builder;
 mod config;
 mod metadata;
+mod shared_link;
 
 pub use builder::ClientBuilder;
 pub(crate) use metadata::{metadata_request, topic_denied};
 pub use metadata::{Broker, Metadata, PartitionMetadata, TopicMetadata};
 
 use crate::authorization::Scope;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Timeout};
 use crate::net::link::{Backoff, Link, Purpose};
 use crate::net::wire::Dialer;
 use crate::net::{BrokerVersions, Connection, ConnectionConfig};
@@ -34,6 +35,7 @@ use crate::retry::{self, retry, Step};
 use crate::KafkaCode;
 use config::{ClientConfig, Resolved};
 use metadata::decode_metadata;
+use shared_link::Shared;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -45,8 +47,9 @@ enum Target {
     Broker(i32),
 }
 
-/// The client's shared connections, one per purpose and target, each behind its own lock.
-type Links = HashMap<(Purpose, Target), Arc<Mutex<Link>>>;
+/// The client's shared connections, one per purpose and target, each lent to one caller at a
+/// time.
+type Links = HashMap<(Purpose, Target), Arc<Shared<Link>>>;
 
 #[derive(Debug)]
 struct Inner {
@@ -189,14 +192,16 @@ impl Client {
         id: i32,
         build: impl FnOnce(i16) -> R,
     ) -> Result<()> {
-        self.with_link(purpose, Target::Broker(id), |link| {
+        self.with_link(purpose, Target::Broker(id), None, |link| {
             link.send_no_response(None, build)
         })
     }
 
     /// [`broker_versions`](Self::broker_versions) as the connection for `purpose` has them.
     pub(crate) fn broker_versions_for(&self, purpose: Purpose, id: i32) -> Result<BrokerVersions> {
-        self.with_link(purpose, Target::Broker(id), |link| link.broker_versions(None))
+        self.with_link(purpose, Target::Broker(id), None, |link| {
+            link.broker_versions(None)
+        })
     }
 
     /// [`send_to`](Self::send_to) within an operation that must end by `deadline`: connecting
@@ -219,7 +224,7 @@ impl Client {
         deadline: Instant,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
-        self.with_link(Purpose::Metadata, Target::Broker(id), |link| {
+        self.with_link(Purpose::Metadata, Target::Broker(id), Some(deadline), |link| {
             link.request_resumable(deadline, build)
         })
     }
@@ -270,7 +275,7 @@ impl Client {
     pub(crate) fn any_broker_versions(&self) -> Result<BrokerVersions> {
         self.first_answer(
             |_| true,
-            |t| self.with_link(Purpose::Metadata, t, |link| link.broker_versions(None)),
+            |t| self.with_link(Purpose::Metadata, t, None, |link| link.broker_versions(None)),
         )
     }
 
@@ -314,7 +319,7 @@ impl Client {
         deadline: Option<Instant>,
         build: impl FnOnce(i16) -> R,
     ) -> Result<R::Response> {
-        self.with_link(purpose, t, |link| link.request(deadline, build))
+        self.with_link(purpose, t, deadline, |link| link.request(deadline, build))
     }
 
     fn addr_of(&self, t: Target) -> Result<String> {
@@ -330,12 +335,40 @@ impl Client {
     /// Runs `f` on the client's link to `t` for `purpose`, holding that link (and only it)
     /// for the call. An unconnected link is first pointed at `t`'s current address; the link
     /// itself connects, backs off after failures and drops a broken connection.
-    fn with_link<T>(&self, purpose: Purpose, t: Target, f: impl FnOnce(&mut Link) -> Result<T>) -> Result<T> {
-        let link = lock(&self.inner.links)
+    ///
+    /// While another caller holds the link, this waits for it no later than `deadline` (none:
+    /// `request.timeout.ms`, the bound of the request this caller would send), then fails with
+    /// [`Timeout::Queued`]: a request of its own could not start in time, whatever the one in
+    /// flight is waiting for.
+    fn with_link<T>(
+        &self,
+        purpose: Purpose,
+        t: Target,
+        deadline: Option<Instant>,
+        f: impl FnOnce(&mut Link) -> Result<T>,
+    ) -> Result<T> {
+        let shared = lock(&self.inner.links)
             .entry((purpose, t))
-            .or_insert_with(|| Arc::new(Mutex::new(self.link(purpose, String::new()))))
+            .or_insert_with(|| Arc::new(Shared::new(self.link(purpose, String::new()))))
             .clone();
-        let mut link = lock(&link);
+        let started = Instant::now();
+        let request_timeout = self.inner.conn.request_timeout;
+        let by = deadline.unwrap_or_else(|| crate::deadline::at(started, request_timeout));
+        let Some(mut link) = shared.take_by(by) else {
+            let bound = match deadline {
+                Some(_) => "the call's timeout".to_string(),
+                None => format!("request.timeout.ms ({request_timeout:?})"),
+            };
+            let addr = self.addr_of(t).unwrap_or_else(|_| format!("{t:?}"));
+            return Err(Error::Timeout {
+                which: Timeout::Queued,
+                operation: format!(
+                    "the {purpose:?} connection to {addr} stayed busy with another request for {:?}, until {bound} ran out",
+                    started.elapsed()
+                ),
+                last: None,
+            });
+        };
         if !link.is_connected() {
             let addr = self.addr_of(t)?;
             link.retarget(&addr);
@@ -346,10 +379,32 @@ impl Client {
     /// Fetches metadata for `topics` (all topics for `None`) and updates the cache. Brokers are
     /// always replaced; topics are merged so that callers interested in different topics do
     /// not evict each other's entries.
+    ///
+    /// While no broker can be connected to, retries every `retry.backoff.ms` until
+    /// `default.api.timeout.ms`, then fails with [`Timeout::Retries`] naming it, the last
+    /// connection error as its cause. An error once connected (credentials, TLS, a listener
+    /// of another protocol) is returned at once.
     pub fn refresh_metadata(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
         for t in topics.unwrap_or_default() {
             crate::names::check_topic("refresh_metadata", t)?;
         }
+        let bound = self.inner.api_timeout;
+        let deadline = crate::deadline::after(bound);
+        retry(
+            deadline,
+            retry::Backoff::fixed(self.inner.retry_backoff),
+            || format!("refreshing metadata within default.api.timeout.ms ({bound:?})"),
+            || match self.refresh_metadata_within(topics, Some(deadline)) {
+                Err(e) if e.is_not_connected() => Ok(Step::Retry(e)),
+                other => other.map(Step::Done),
+            },
+        )
+    }
+
+    /// One [`refresh_metadata`](Self::refresh_metadata) attempt, each request bounded by
+    /// `request.timeout.ms` alone (for a caller with a retry loop of its own, such as the
+    /// producer's sender thread, which must get back to its batches).
+    pub(crate) fn refresh_metadata_once(&self, topics: Option<&[&str]>) -> Result<Arc<Metadata>> {
         self.refresh_metadata_within(topics, None)
     }
 
@@ -372,7 +427,7 @@ impl Client {
         // Topics that have not changed are the cached ones, shared.
         let cached = self.cached_metadata();
         let mut fresh = self.first_answer(Error::is_unreachable, |t| {
-            self.with_link(Purpose::Metadata, t, |link| {
+            self.with_link(Purpose::Metadata, t, deadline, |link| {
                 link.request_with(
                     deadline,
                     |version| metadata_request(topics, version),
@@ -407,11 +462,8 @@ impl Client {
             .filter_map(|p| lock(&self.inner.links).get(&(*p, Target::Broker(id))).cloned())
             .collect();
         for link in links {
-            match link.try_lock() {
-                Ok(mut link) => link.disconnect(),
-                // See `lock`: the poison flag is noise here.
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().disconnect(),
-                Err(std::sync::TryLockError::WouldBlock) => {}
+            if let Some(mut link) = link.try_take() {
+                link.disconnect();
             }
         }
     }

@@ -151,16 +151,52 @@ pub(crate) fn refuses_connection(e: &crate::Error) -> bool {
 }
 
 /// How the member stops its thread at once, even in the middle of a request: a flag the thread
-/// checks between steps, and the socket of the request in flight, shut down from outside.
+/// checks between steps, the socket of the request in flight, shut down from outside, and
+/// whether the thread is in a step nothing can cut short (DNS, a TCP connect), which a stop
+/// does not wait for.
 #[derive(Debug, Default)]
 struct Stop {
     requested: AtomicBool,
-    socket: Mutex<Option<Interrupter>>,
+    watched: Mutex<Watched>,
+}
+
+#[derive(Debug, Default)]
+struct Watched {
+    socket: Option<Interrupter>,
+    uninterruptible: bool,
 }
 
 impl Stop {
     fn requested(&self) -> bool {
         self.requested.load(Ordering::Acquire)
+    }
+
+    /// Runs `step`, which nothing from outside can end early (a name lookup, a TCP connect
+    /// bounded only by `socket.connection.setup.timeout.ms`), unless a stop came first (`None`).
+    /// A stop that comes during it does not wait for it: the thread is left to finish the step
+    /// on its own and then sees the stop before sending anything.
+    fn uninterruptible<T>(&self, step: impl FnOnce() -> T) -> Option<T> {
+        {
+            let mut w = lock(&self.watched);
+            if self.requested() {
+                return None;
+            }
+            w.uninterruptible = true;
+        }
+        let result = step();
+        lock(&self.watched).uninterruptible = false;
+        Some(result)
+    }
+
+    /// Asks the thread to stop and cuts its request in flight short; whether the thread is in
+    /// an [`uninterruptible`](Self::uninterruptible) step, not worth waiting for.
+    fn request(&self) -> bool {
+        let w = lock(&self.watched);
+        self.requested.store(true, Ordering::Release);
+        if let Some(s) = w.socket.as_ref() {
+            s.interrupt();
+        }
+        w.uninterruptible
     }
 
     /// Registers the socket a request is about to block on (`None` once it is dropped).
@@ -169,16 +205,13 @@ impl Stop {
     }
 
     fn watch_socket(&self, socket: Option<Interrupter>) {
-        *lock(&self.socket) = socket;
+        let mut w = lock(&self.watched);
+        w.socket = socket;
         // A stop that came between the check and the registration still reaches the socket.
         if self.requested() {
-            self.interrupt();
-        }
-    }
-
-    fn interrupt(&self) {
-        if let Some(s) = lock(&self.socket).as_ref() {
-            s.interrupt();
+            if let Some(s) = w.socket.as_ref() {
+                s.interrupt();
+            }
         }
     }
 }
@@ -245,15 +278,19 @@ impl HeartbeatHandle {
     }
 
     /// Stops the thread and waits for it, at most `bound`. A heartbeat in flight is cut off by
-    /// shutting its socket down, so nothing the thread sent is still awaited afterwards. The one
-    /// step that cannot be interrupted is a TCP connect (bounded by the connect timeout): if the
-    /// thread is still in one at `bound`, it is left to end by itself, and it sends nothing
-    /// more once the connect returns.
+    /// shutting its socket down, so nothing the thread sent is still awaited afterwards. The
+    /// steps that cannot be interrupted, a name lookup or a TCP connect (for a heartbeat or a
+    /// coordinator lookup), are not waited for at all: the thread is left to end by itself
+    /// when the step does, and it sends nothing more. A static member's close needs nothing
+    /// else, so it returns at once whatever the network does.
     pub(crate) fn shutdown(&mut self, bound: Duration) {
-        self.stop.requested.store(true, Ordering::Release);
+        let uninterruptible = self.stop.request();
         self.send(Command::Shutdown);
-        self.stop.interrupt();
         let Some(t) = self.thread.take() else { return };
+        if uninterruptible {
+            log::debug!("heartbeat thread is connecting; not waiting for it to stop");
+            return;
+        }
         match self.done.recv_timeout(bound) {
             Err(RecvTimeoutError::Timeout) => {
                 log::debug!("heartbeat thread still connecting after {bound:?}; not waiting for it")
@@ -506,7 +543,12 @@ impl Worker {
             Some(at) if at > now => now,
             _ => session_end,
         };
-        link.connect_watched(Some(by), &|socket| stop.watch_socket(socket))?;
+        stop.uninterruptible(|| link.connect_watched(Some(by), &|socket| stop.watch_socket(socket)))
+            .unwrap_or(Err(crate::Error::Closed))?;
+        if stop.requested() {
+            // Stopped while connecting: the member has closed, nothing more goes out.
+            return Err(crate::Error::Closed);
+        }
         stop.watch(a.conn.as_ref());
         let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
         let version = conn.version(crate::protocol::ApiKey::Heartbeat)?;
@@ -525,7 +567,14 @@ impl Worker {
         // One attempt no longer than an interval (at least a second): the thread must get back
         // to its timer, and to a close, rather than sit out a request timeout.
         let by = crate::deadline::after(self.interval.max(Duration::from_secs(1)));
-        match self.client.lookup_coordinator_by(&self.group, by) {
+        let client = &self.client;
+        let found = self
+            .stop
+            .uninterruptible(|| client.lookup_coordinator_by(&self.group, by));
+        let Some(found) = found.filter(|_| !self.stop.requested()) else {
+            return;
+        };
+        match found {
             Ok(b) => {
                 if b != a.coordinator {
                     log::info!(

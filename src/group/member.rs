@@ -1506,9 +1506,11 @@ impl GroupMember {
     /// session times out, so a restart within the session timeout gets them back without a
     /// rebalance: under the classic protocol it stops heartbeating and sends no LeaveGroup;
     /// under the consumer protocol (KIP-848) it sends the static leave heartbeat (member epoch
-    /// -2), which tells the coordinator it is gone but keeps its assignment for it. The heartbeat
-    /// thread is joined before this returns, so no request for this member is in flight
-    /// afterwards.
+    /// -2), which tells the coordinator it is gone but keeps its assignment for it. The
+    /// heartbeat thread is stopped before this returns, so no request for this member is in
+    /// flight afterwards: a heartbeat in flight is cut off, and a thread still in a name lookup
+    /// or TCP connect, which nothing can cut short, is not waited for (it ends with that step
+    /// and sends nothing more).
     pub fn close(mut self) -> Result<()> {
         self.close_inner(crate::deadline::after(self.config.close_timeout))
     }

@@ -162,7 +162,9 @@ impl Producer {
     /// `max.request.size` or `buffer.memory` ([`Error::RecordTooLarge`]), a partition the
     /// topic does not have, a topic whose metadata did not come within `max.block.ms` (it
     /// does not exist, or the principal may not describe it: [`Error::Authorization`] from
-    /// Metadata), `buffer.memory` full for `max.block.ms` ([`Error::BufferFull`]). Java
+    /// Metadata; no broker answering at all is [`Timeout::Retries`](crate::Timeout::Retries)
+    /// naming `max.block.ms`, the connection's error as its cause), `buffer.memory` full for
+    /// `max.block.ms` ([`Error::BufferFull`]). Java
     /// reports these through the future; rdkafka, like this call, at once.
     pub fn send(&mut self, record: ProducerRecord) -> Result<DeliveryHandle> {
         let size = record.size();
@@ -328,7 +330,8 @@ impl Producer {
         // `max.block.ms` ends with the last answer itself (e.g. UNKNOWN_TOPIC_OR_PARTITION, which
         // a caller can match on), not a timeout around it; `what` serves only if there is none.
         let what = || format!("waiting for the metadata of topic {topic}");
-        retry_or_last(deadline, backoff, what, || {
+        let max_block = self.settings.config.max_block;
+        let result = retry_or_last(deadline, backoff, what, || {
             // Each lookup ends by `max.block.ms` too, not a whole request.timeout.ms after it.
             let e = match self.client.refresh_metadata_by(Some(&[topic]), deadline) {
                 Ok(meta) => match meta.topics.get(topic) {
@@ -369,6 +372,16 @@ impl Producer {
             }
             log::debug!("producer: waiting for metadata of {topic}: {e}");
             Ok(Step::Retry(e))
+        });
+        // No broker answered at all: the error is the bound that ran out, with the connection's
+        // error as its cause (only retried errors get here unreachable). A broker's own answer
+        // stays the error, as above.
+        result.map_err(|e| match e.is_unreachable() {
+            true => Error::retries_timeout(
+                format!("waiting for the metadata of topic {topic} within max.block.ms ({max_block:?})"),
+                Some(e),
+            ),
+            false => e,
         })
     }
 }
@@ -898,7 +911,19 @@ mod tests {
         let took = t.elapsed();
         // request.timeout.ms is 30 s: one lookup waiting it out would take that long.
         assert!(took < Duration::from_millis(1500), "send took {took:?}: {e}");
-        assert!(e.is_unreachable(), "{e}");
+        // The bound that ran out is the error; the broker that did not answer, its cause.
+        assert!(
+            matches!(
+                &e,
+                Error::Timeout {
+                    which: crate::Timeout::Retries,
+                    ..
+                }
+            ) && e.to_string().contains("max.block.ms"),
+            "{e}"
+        );
+        let cause = std::error::Error::source(&e).and_then(|c| c.downcast_ref::<Error>());
+        assert!(cause.is_some_and(Error::is_unreachable), "{cause:?}");
     }
 
     #[test]

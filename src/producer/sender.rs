@@ -92,7 +92,7 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
             let names: Vec<String> = st.acc.topics.keys().cloned().collect();
             drop(st);
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            let meta = client.refresh_metadata(Some(&names));
+            let meta = client.refresh_metadata_once(Some(&names));
             st = shared.lock();
             match meta {
                 Ok(meta) => {

@@ -222,6 +222,57 @@ fn close_under_a_blackhole_is_bounded() {
 }
 
 #[test]
+fn a_static_members_close_does_not_wait_for_its_heartbeat_threads_connect() {
+    let direct = client(&broker::shared_legacy().to_string());
+    let topic = topic_with_partitions(&direct, 2);
+    let p = Proxy::start(broker::shared_legacy(), "kraft-3.9");
+    // A connect may take up to 40 s, and the session lets the heartbeat thread sit that out.
+    let connect_timeout = Duration::from_secs(40);
+    let via_proxy = Client::builder()
+        .bootstrap_servers(p.bootstrap())
+        .connect_timeout(connect_timeout)
+        .build()
+        .unwrap();
+    let mut m = member_builder(&via_proxy, &unique_name("held-connect"), &topic)
+        .session_timeout(Duration::from_secs(45))
+        .group_instance_id("m")
+        .build()
+        .unwrap();
+    m.join(Duration::from_secs(60)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while m.metrics().heartbeats == 0 {
+        assert!(Instant::now() < deadline, "no heartbeat answered");
+        m.poll(Duration::from_millis(20)).unwrap();
+    }
+    // Every new connection now hangs in its TCP connect, which nothing can cut short; the
+    // heartbeat thread loses its connection and reconnects into one.
+    p.hold_connects(true);
+    let failures = m.metrics().heartbeat_failures;
+    p.drop_connections();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while m.metrics().heartbeat_failures == failures {
+        assert!(
+            Instant::now() < deadline,
+            "the heartbeat never noticed the dropped connection"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The coordinator lookup that follows gives up within a second; the next heartbeat's
+    // connect is then the one held.
+    std::thread::sleep(Duration::from_secs(3));
+
+    // A static member's close sends nothing: it returns without waiting for the connect.
+    let t = Instant::now();
+    m.close().unwrap();
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "static close took {took:?} with its heartbeat thread in a connect held for up to {connect_timeout:?}"
+    );
+    p.hold_connects(false);
+}
+
+#[test]
 fn a_blackholed_member_gives_its_partitions_up_at_the_session_timeout() {
     let direct = client(&broker::shared_legacy().to_string());
     let topic = topic_with_partitions(&direct, 2);

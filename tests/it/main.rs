@@ -4,6 +4,7 @@
 mod admin_tests;
 mod authorization_tests;
 mod bounded_tests;
+mod busy_link_tests;
 // The binary exists only with the `cli` feature (on by default).
 mod chaos_tests;
 #[cfg(feature = "cli")]
@@ -17,6 +18,7 @@ mod consumer_tests;
 mod cooperative_tests;
 mod demo_tests;
 mod examples_tests;
+mod failing_call_tests;
 mod fetch_ahead_tests;
 mod fetch_session_tests;
 mod group_tests;

@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     pub(crate) frozen: bool,
     /// The socket of the heartbeat in flight, shut down by a stop.
     socket: Option<Interrupter>,
+    /// Whether the thread is in a step a stop cannot cut short (a coordinator lookup, a
+    /// connect): a stop does not wait for it.
+    uninterruptible: bool,
 }
 
 #[derive(Debug)]
@@ -82,6 +85,7 @@ impl HeartbeatThread {
                 stop: false,
                 frozen: false,
                 socket: None,
+                uninterruptible: false,
             }),
             wake: Condvar::new(),
         });
@@ -140,17 +144,24 @@ impl HeartbeatThread {
         }
     }
 
-    /// Stops the thread and waits for it, at most `bound`; a heartbeat in flight is cut off.
+    /// Stops the thread and waits for it, at most `bound`; a heartbeat in flight is cut off. A
+    /// thread in a step nothing can cut short (a coordinator lookup, a connect) is not waited
+    /// for: it ends by itself when the step does, sending nothing more.
     pub(crate) fn shutdown(&mut self, bound: Duration) {
-        {
+        let uninterruptible = {
             let mut shared = self.lock();
             shared.stop = true;
             if let Some(s) = shared.socket.as_ref() {
                 s.interrupt();
             }
-        }
+            shared.uninterruptible
+        };
         self.inner.wake.notify_all();
         let Some(t) = self.thread.take() else { return };
+        if uninterruptible {
+            log::debug!("consumer-protocol heartbeat thread is connecting; not waiting for it to stop");
+            return;
+        }
         match self.done.recv_timeout(bound) {
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 log::debug!(
@@ -178,6 +189,25 @@ struct Worker {
     metrics: Arc<Metrics>,
     notices: Sender<()>,
     link: Option<Link>,
+}
+
+/// Runs `step`, which a stop cannot cut short, marked as such (see
+/// [`HeartbeatThread::shutdown`]); [`Error::Closed`] if stopped before or during it.
+fn uninterruptible<T>(inner: &Inner, step: impl FnOnce() -> Result<T>) -> Result<T> {
+    {
+        let mut shared = lock(&inner.shared);
+        if shared.stop {
+            return Err(Error::Closed);
+        }
+        shared.uninterruptible = true;
+    }
+    let result = step();
+    let mut shared = lock(&inner.shared);
+    shared.uninterruptible = false;
+    if shared.stop {
+        return Err(Error::Closed);
+    }
+    result
 }
 
 /// Once left, the thread only waits for its stop; this long between needless wake-ups.
@@ -242,9 +272,10 @@ impl Worker {
         hb: &Heartbeat,
     ) -> Result<(Broker, ConsumerGroupHeartbeatResponse)> {
         let deadline = crate::deadline::after(self.client.connection_config().request_timeout);
+        let inner = &self.inner;
         let broker = match coordinator {
             Some(b) => b,
-            None => self.client.lookup_coordinator_by(&self.group, deadline)?,
+            None => uninterruptible(inner, || self.client.lookup_coordinator_by(&self.group, deadline))?,
         };
         let link = self.link.get_or_insert_with(|| {
             let mut link = self.client.link(Purpose::Coordinator, broker.addr());
@@ -253,7 +284,7 @@ impl Worker {
         });
         // A no-op for the same address; another coordinator starts with its own backoff.
         link.retarget(&broker.addr());
-        link.connect(Some(deadline))?;
+        uninterruptible(inner, || link.connect(Some(deadline)))?;
         {
             let mut shared = lock(&self.inner.shared);
             if shared.stop {

@@ -210,6 +210,7 @@ impl Proxy {
             conns: Mutex::new(HashMap::new()),
             conn_threads: Mutex::new(Vec::new()),
             listeners: Mutex::new(Listeners::default()),
+            fillers: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(0),
             resets: AtomicU64::new(0),
             killer: Mutex::new(None),
@@ -301,6 +302,30 @@ impl Proxy {
     pub fn blackhole(&self, on: bool) {
         self.inner.lock_faults().blackhole = on;
         self.inner.faults_changed.notify_all();
+    }
+
+    /// While on, a new TCP connect to any of the proxy's listeners hangs, as one to a host that
+    /// drops SYNs does, until the client's own connect timeout (connections open now carry on):
+    /// the proxy stops accepting and fills each listener's accept queue with connections of its
+    /// own, after which the kernel drops further SYNs. Off, the held-back connects complete.
+    pub fn hold_connects(&self, on: bool) {
+        self.inner.lock_faults().hold_connects = on;
+        self.inner.faults_changed.notify_all();
+        if !on {
+            lock(&self.inner.fillers).clear();
+            return;
+        }
+        for addr in self.listener_addrs() {
+            // The first filler wakes the accept loop, which takes it and stops there; the
+            // others queue until the kernel's queue is full and a connect times out.
+            for _ in 0..100_000 {
+                match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                    Ok(s) => lock(&self.inner.fillers).push(s),
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => break,
+                    Err(e) => panic!("proxy {addr}: filling the accept queue: {e}"),
+                }
+            }
+        }
     }
 
     /// Resets the next `n` connections that carry a request of `api`, as the request arrives
@@ -406,11 +431,19 @@ impl Drop for Proxy {
         let inner = &self.inner;
         inner.shutdown.store(true, Ordering::SeqCst);
         inner.stop_killer();
+        // A listener held by `hold_connects` is waiting on the faults, not in accept.
+        drop(inner.lock_faults());
+        inner.faults_changed.notify_all();
+        lock(&inner.fillers).clear();
         let listeners = std::mem::take(&mut inner.lock_listeners().threads);
         for (addr, handle) in listeners {
             // Wake the blocking accept; the listener sees `shutdown` and returns.
             match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
                 Ok(_) => {
+                    let _ = handle.join();
+                }
+                // Gone already (it was held, and returned at the notification above).
+                Err(_) if handle.is_finished() => {
                     let _ = handle.join();
                 }
                 Err(e) => log::warn!("proxy {addr}: cannot wake listener to stop it ({e}); leaving it"),
@@ -434,6 +467,8 @@ struct Faults {
     /// API key → requests seen.
     seen: HashMap<i16, u64>,
     blackhole: bool,
+    /// Whether listeners stop accepting ([`Proxy::hold_connects`]).
+    hold_connects: bool,
     /// API key → how many more connections to reset when they carry a request of it.
     reset_on: HashMap<i16, usize>,
     /// The error code of the next `describe_groups_failures` DescribeGroups answers.
@@ -461,6 +496,8 @@ struct Inner {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     conn_threads: Mutex<Vec<JoinHandle<()>>>,
     listeners: Mutex<Listeners>,
+    /// The connections that fill the accept queues while [`Proxy::hold_connects`] is on.
+    fillers: Mutex<Vec<TcpStream>>,
     next_conn: AtomicU64,
     /// Connections reset by the killer.
     resets: AtomicU64,
@@ -547,6 +584,18 @@ impl Inner {
         }
     }
 
+    /// Blocks while [`Proxy::hold_connects`] is on; false once the proxy shuts down.
+    fn wait_while_holding_connects(&self) -> bool {
+        let mut faults = self.lock_faults();
+        while faults.hold_connects && !self.shutdown.load(Ordering::SeqCst) {
+            faults = self
+                .faults_changed
+                .wait(faults)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        !self.shutdown.load(Ordering::SeqCst)
+    }
+
     fn drop_connections(&self) {
         let conns: Vec<Arc<Conn>> = self.lock_conns().drain().map(|(_, c)| c).collect();
         for c in &conns {
@@ -591,6 +640,9 @@ impl Inner {
                     continue;
                 }
             };
+            if !self.wait_while_holding_connects() {
+                return;
+            }
             let inner = Arc::clone(&self);
             let upstream = upstream.clone();
             let spawned = thread::Builder::new()
