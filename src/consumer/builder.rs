@@ -167,6 +167,7 @@ impl ConsumerBuilder {
             lookup_topics: Vec::new(),
             listener: None,
             in_listener: false,
+            closed: false,
         })
     }
 }

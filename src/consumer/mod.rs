@@ -145,8 +145,8 @@ use std::time::{Duration, Instant};
 ///
 /// Blocking: every call runs on the caller's thread (the member's heartbeats and the fetches
 /// run on threads of their own, stopped by [`close`](Self::close) or a drop); another thread can end a blocked `poll` at once with a
-/// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer without
-/// [`close`](Self::close) skips the final auto-commit.
+/// [`WakeupHandle`] ([`Consumer::wakeup_handle`]). Dropping a consumer closes it as
+/// [`close`](Self::close) does, final auto-commit included (not while panicking).
 ///
 /// Fetches use incremental fetch sessions (KIP-227) with brokers from Kafka 1.1 (Fetch v7):
 /// after the first request to a leader, each names only the partitions whose position changed,
@@ -179,6 +179,8 @@ pub struct Consumer {
     listener: Option<listener::Listener>,
     /// A listener is running: `poll` from inside it is refused.
     in_listener: bool,
+    /// `close` has run: a drop has nothing left to do.
+    closed: bool,
 }
 
 impl Consumer {
@@ -361,6 +363,8 @@ impl Consumer {
                     .into(),
             });
         }
+        // All of this call is a poll for `max.poll.interval.ms`, not only its member's polls.
+        let _polling = self.member.as_ref().map(GroupMember::polling);
         let deadline = crate::deadline::after(timeout);
         let mut events = Vec::new();
         // A join under way gets the whole poll: asked for no time, the member would spend its
@@ -479,8 +483,8 @@ impl Consumer {
                     // Another member may own these now: nothing fetched for them is handed
                     // out, and nothing is committed (the coordinator would reject it).
                     log::warn!(
-                        "{}: {} partitions lost (session expired); their uncommitted records will be \
-                         delivered again, possibly to another member",
+                        "{}: {} partitions lost (session expired, or the member left on a late poll); \
+                         their uncommitted records will be delivered again, possibly to another member",
                         self.ctx(),
                         partitions.len()
                     );
@@ -778,15 +782,25 @@ impl Consumer {
 
     /// Commits (if auto-commit is on), then closes the member: a static member keeps its
     /// partitions until its session times out, a dynamic one leaves the group. Returns the
-    /// commit's error if it failed (the member is closed regardless).
+    /// commit's error if it failed (the member is closed regardless). All of it within the
+    /// member's `close_timeout` (default 30 s). Dropping the consumer does the same, logging
+    /// what it cannot return, except while the thread panics: then it commits nothing (what
+    /// was polled may not have been processed).
     pub fn close(mut self) -> Result<()> {
+        self.shut(true)
+    }
+
+    /// [`close`](Self::close)'s work; `commit`: the final auto-commit is made.
+    fn shut(&mut self, commit: bool) -> Result<()> {
+        self.closed = true;
         // The final commit shares the member's close bound (`close_timeout`, default 30 s).
         let close_timeout = self
             .member
             .as_ref()
             .map_or(Duration::ZERO, GroupMember::close_timeout);
         let deadline = crate::deadline::after(close_timeout);
-        let committed = if self.config.enable_auto_commit && self.positions.assigned().next().is_some() {
+        let auto_commit = self.config.enable_auto_commit && self.positions.assigned().next().is_some();
+        let committed = if commit && auto_commit {
             let offsets = self.positions.uncommitted();
             self.commit_by(offsets, deadline)
         } else {
@@ -794,9 +808,14 @@ impl Consumer {
             if !left.is_empty() {
                 let list: Vec<String> = left.iter().map(|(tp, at)| format!("{tp} at {at}")).collect();
                 log::warn!(
-                    "{}: closing with records returned by poll and not committed \
-                     (enable.auto.commit is off): {}; they will be delivered again",
+                    "{}: closing with records returned by poll and not committed ({}): {}; they \
+                     will be delivered again",
                     self.ctx(),
+                    if commit {
+                        "enable.auto.commit is off"
+                    } else {
+                        "dropped while panicking"
+                    },
                     list.join(", ")
                 );
             }
@@ -813,10 +832,22 @@ impl Consumer {
     }
 }
 
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if let Err(e) = self.shut(!std::thread::panicking()) {
+            log::warn!("{}: closing on drop: {e}", self.ctx());
+        }
+    }
+}
+
 impl Consumer {
     /// Stops like a killed process — no final commit, no leave of any kind (under the consumer
     /// protocol, not even the static leave heartbeat `close` sends) (`unstable::TestHooks`).
     pub(crate) fn crash(mut self) {
+        self.closed = true;
         if let Some(m) = self.member.take() {
             m.crash();
         }

@@ -49,9 +49,17 @@ macro_rules! member_setters {
             self
         }
 
-        /// `max.poll.interval.ms`, sent as JoinGroup's rebalance timeout: how long the group
-        /// waits for each member to rejoin (a consumer: to poll again) once a rebalance
-        /// starts; above zero, at most `i32::MAX` ms. Default: 300 s.
+        /// `max.poll.interval.ms`: the longest the application may go between polls. Sent as
+        /// the rebalance timeout (how long the group waits for each member to rejoin once a
+        /// rebalance starts), and enforced as Java's consumer does: when the application has
+        /// not polled for this long, the heartbeat thread takes the member out of the group
+        /// (a dynamic member leaves; a static one stops heartbeating, so that its session
+        /// times out; under the consumer protocol the leave heartbeat, epoch -1 or -2), logs
+        /// a warning naming the interval, and the next poll reports
+        /// [`GroupEvent::Lost`](crate::GroupEvent::Lost) and rejoins. A poll is a call to
+        /// [`Consumer::poll`](crate::Consumer::poll), or for a bare
+        /// [`GroupMember`](crate::GroupMember) to its `poll` or `join`; a call in progress is
+        /// never late. Above zero, at most `i32::MAX` ms. Default: 300 s.
         pub fn max_poll_interval(mut self, t: std::time::Duration) -> Self {
             self.$($path).+.max_poll_interval = t;
             self

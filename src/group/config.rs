@@ -59,7 +59,8 @@ pub(crate) struct MemberConfig {
     pub session_timeout: Duration,
     /// `heartbeat.interval.ms`.
     pub heartbeat_interval: Duration,
-    /// `max.poll.interval.ms`, sent as JoinGroup's rebalance timeout.
+    /// `max.poll.interval.ms`, sent as the rebalance timeout and held against the
+    /// application's polls by the heartbeat threads.
     pub max_poll_interval: Duration,
     /// `retry.backoff.ms`; `None`: the client's, so that one setting serves every part of the
     /// client unless the member is told otherwise (read it with [`Self::retry_backoff`]).

@@ -141,6 +141,9 @@ pub(crate) struct Membership {
     unreleased_retries: u32,
     /// Whether any heartbeat went out (a join the coordinator may have seen).
     sent_any: bool,
+    /// Left because the application did not poll in time ([`leave_late`](Self::leave_late)):
+    /// the next poll rejoins.
+    stale: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +174,7 @@ impl Membership {
             unreleased: 0,
             unreleased_retries: UNRELEASED_RETRIES,
             sent_any: false,
+            stale: false,
         }
     }
 
@@ -289,6 +293,38 @@ impl Membership {
         };
         self.target = None;
         std::mem::take(&mut self.owned)
+    }
+
+    /// Whether the member is in the group or on its way in: neither leaving nor left.
+    pub(crate) fn in_group(&self) -> bool {
+        matches!(self.phase, Phase::Joining | Phase::Stable | Phase::Revoking(_))
+    }
+
+    /// The application did not poll within `max.poll.interval.ms`: leave as
+    /// [`leave`](Self::leave) does — epoch `-1`, or `-2` for a static member, whose partitions
+    /// the coordinator then keeps for it until its session times out — and rejoin once it
+    /// polls again ([`rejoin_if_stale`](Self::rejoin_if_stale)). Returns what the member owned,
+    /// lost: it is not the member's to commit any more.
+    pub(crate) fn leave_late(&mut self) -> Partitions {
+        self.stale = true;
+        self.leave(true)
+    }
+
+    /// After [`leave_late`](Self::leave_late), once the leave is done: join again with epoch 0,
+    /// keeping the member id and the instance id (as Java's consumer rejoins a stale member).
+    /// Whether it did; a leave still under way rejoins at a later call.
+    pub(crate) fn rejoin_if_stale(&mut self) -> bool {
+        if !self.stale || self.phase != Phase::Left {
+            return false;
+        }
+        self.stale = false;
+        self.epoch = 0;
+        self.phase = Phase::Joining;
+        self.target = None;
+        self.acked = None;
+        self.in_flight = None;
+        self.unreleased = 0;
+        true
     }
 
     /// The application is done with the partitions of [`Step::Revoke`]; what follows.
@@ -799,6 +835,43 @@ mod tests {
         assert_eq!(m.heartbeat().map(|hb| hb.member_epoch), Some(LEAVE_EPOCH));
         m.on_answer(ok(LEAVE_EPOCH, None));
         assert_eq!(*m.phase(), Phase::Left);
+    }
+
+    #[test]
+    fn a_late_poll_leaves_losing_everything_and_the_next_poll_rejoins_with_epoch_0() {
+        for (instance, epoch) in [(None, LEAVE_EPOCH), (Some("w1"), STATIC_LEAVE_EPOCH)] {
+            let mut m = Membership::new("m1".into(), instance.map(String::from), Duration::from_secs(2));
+            m.subscribe(vec!["t".into()]);
+            m.heartbeat();
+            m.on_answer(ok(3, Some(parts(&[(1, &[0, 1])]))));
+            m.heartbeat();
+            m.on_answer(ok(3, None));
+            assert!(m.in_group());
+            assert_eq!(m.leave_late(), parts(&[(1, &[0, 1])]));
+            assert!(!m.in_group());
+            assert!(!m.rejoin_if_stale(), "not before the leave is answered");
+            let hb = m.heartbeat().unwrap();
+            assert_eq!(hb.member_epoch, epoch);
+            m.on_answer(ok(epoch, None));
+            assert_eq!(m.phase(), &Phase::Left);
+            assert!(m.rejoin_if_stale());
+            assert!(!m.rejoin_if_stale(), "once");
+            let hb = m.heartbeat().unwrap();
+            assert_eq!((hb.member_id.as_str(), hb.member_epoch), ("m-1", 0));
+            assert_eq!(hb.instance_id.as_deref(), instance);
+            assert_eq!(hb.subscribed_topics, Some(vec!["t".to_string()]));
+            assert_eq!(hb.owned, Some(Partitions::new()));
+        }
+    }
+
+    #[test]
+    fn a_member_left_by_close_does_not_rejoin() {
+        let mut m = stable(parts(&[(1, &[0])]), 3);
+        m.leave(false);
+        m.heartbeat();
+        m.on_answer(ok(LEAVE_EPOCH, None));
+        assert_eq!(m.phase(), &Phase::Left);
+        assert!(!m.rejoin_if_stale());
     }
 
     #[test]

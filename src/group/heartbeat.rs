@@ -11,6 +11,7 @@
 
 use super::action::{classify, GroupAction};
 use super::metrics::Metrics;
+use super::poll_timer::{PollClock, PollTimer};
 use super::requests;
 use super::state::Generation;
 use super::timer::HeartbeatTimer;
@@ -19,6 +20,7 @@ use crate::client::{Broker, Client};
 use crate::net::link::{Link, Purpose};
 use crate::net::Interrupter;
 use crate::protocol::messages::HeartbeatRequest;
+use crate::protocol::ApiKey;
 use crate::KafkaCode;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,6 +64,10 @@ pub(crate) enum Event {
     CoordinatorMoved { coordinator: Broker },
     /// No heartbeat succeeded for a whole session timeout.
     SessionExpired { generation: Generation },
+    /// The application did not poll within `max.poll.interval.ms`: the thread left the group
+    /// (a dynamic member sent LeaveGroup; a static one stopped heartbeating, so that the
+    /// session timeout removes it) and stopped.
+    PollTimeout { generation: Generation },
     /// Another process took our `group.instance.id`.
     Fenced { generation: Generation },
     /// An error that retrying cannot fix.
@@ -235,6 +241,7 @@ impl HeartbeatHandle {
         session_timeout: Duration,
         retry_backoff: Duration,
         metrics: Arc<Metrics>,
+        poll: (Arc<PollClock>, PollTimer),
     ) -> std::io::Result<HeartbeatHandle> {
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
@@ -248,6 +255,8 @@ impl HeartbeatHandle {
             session_timeout,
             retry_backoff,
             metrics,
+            poll_clock: poll.0,
+            poll_timer: poll.1,
             commands: cmd_rx,
             events: ev_tx,
             active: None,
@@ -321,6 +330,8 @@ struct Active {
     timer: HeartbeatTimer,
     stable: bool,
     expired_reported: bool,
+    /// Sent with a `group.instance.id`: a late poll stops the heartbeats without a LeaveGroup.
+    static_member: bool,
 }
 
 struct Worker {
@@ -331,6 +342,9 @@ struct Worker {
     session_timeout: Duration,
     retry_backoff: Duration,
     metrics: Arc<Metrics>,
+    /// The application's polls, and how late they may be (`max.poll.interval.ms`).
+    poll_clock: Arc<PollClock>,
+    poll_timer: PollTimer,
     commands: Receiver<Command>,
     events: Sender<Event>,
     active: Option<Active>,
@@ -347,7 +361,11 @@ impl Worker {
                 return;
             }
             let wait = match &self.active {
-                Some(a) if !self.frozen => a.timer.time_to_next(Instant::now()),
+                Some(a) if !self.frozen => {
+                    let now = Instant::now();
+                    let poll_due = self.poll_timer.time_to_expiry(self.poll_clock.polling(), now);
+                    a.timer.time_to_next(now).min(poll_due)
+                }
                 _ => Duration::from_secs(3600),
             };
             match self.commands.recv_timeout(wait) {
@@ -385,6 +403,7 @@ impl Worker {
                     generation.id
                 );
                 let request = requests::heartbeat(&self.group, &generation, instance_id.as_deref());
+                let static_member = instance_id.is_some();
                 self.active = Some(Active {
                     generation,
                     request,
@@ -394,6 +413,7 @@ impl Worker {
                     timer: HeartbeatTimer::new(now, self.interval, self.session_timeout, self.retry_backoff),
                     stable: false,
                     expired_reported: false,
+                    static_member,
                 });
             }
             Command::Stable(g) => {
@@ -416,6 +436,10 @@ impl Worker {
 
     fn tick(&mut self) {
         let now = Instant::now();
+        if self.poll_timer.expired(self.poll_clock.polling(), now) {
+            self.leave_for_late_poll();
+            return;
+        }
         let Some(a) = self.active.as_mut() else { return };
         if a.timer.session_expired(now) && !a.expired_reported {
             a.expired_reported = true;
@@ -513,7 +537,9 @@ impl Worker {
                     Event::Refused { error, .. } => {
                         log::error!("{ctx}: cannot talk to the coordinator: {error}; heartbeats stop")
                     }
-                    Event::SessionExpired { .. } | Event::CoordinatorMoved { .. } => {}
+                    Event::SessionExpired { .. }
+                    | Event::CoordinatorMoved { .. }
+                    | Event::PollTimeout { .. } => {}
                 }
                 self.park();
                 emit(&self.events, event);
@@ -558,6 +584,76 @@ impl Worker {
         Ok(KafkaCode::from_code(resp?.error_code))
     }
 
+    /// The application has not polled for `max.poll.interval.ms`: as Java's consumer does, the
+    /// member gets out of the way of the group, whose other members take its partitions. A
+    /// dynamic member leaves (LeaveGroup, one attempt within `request.timeout.ms`); a static
+    /// one only stops heartbeating, and the coordinator removes it when its session times
+    /// out (a LeaveGroup would need its instance id, which is for a member that goes for
+    /// good). The member hears of it at its next poll, reports the partitions lost and
+    /// rejoins.
+    fn leave_for_late_poll(&mut self) {
+        let Some(mut a) = self.active.take() else { return };
+        let interval = self.poll_timer.interval();
+        if a.static_member {
+            log::warn!(
+                "{}: the application has not polled within max.poll.interval.ms ({interval:?}); \
+                 heartbeats stop and the coordinator removes this static member once its session \
+                 times out ({:?}); it rejoins at its next poll. Poll more often, or raise \
+                 max.poll.interval.ms or lower max.poll.records",
+                a.ctx,
+                self.session_timeout
+            );
+        } else {
+            log::warn!(
+                "{}: the application has not polled within max.poll.interval.ms ({interval:?}); \
+                 leaving the group so that the other members take the partitions; it rejoins \
+                 at its next poll. Poll more often, or raise max.poll.interval.ms or lower \
+                 max.poll.records",
+                a.ctx
+            );
+            if let Err(e) = self.send_leave(&mut a) {
+                log::info!(
+                    "{}: LeaveGroup after the late poll failed: {e}; the coordinator removes \
+                     the member when its session times out",
+                    a.ctx
+                );
+            }
+        }
+        let generation = a.generation.clone();
+        self.active = Some(a);
+        self.park();
+        emit(&self.events, Event::PollTimeout { generation });
+    }
+
+    /// LeaveGroup for the dynamic member of `a`, on the heartbeat connection.
+    fn send_leave(&self, a: &mut Active) -> crate::Result<()> {
+        let deadline = crate::deadline::after(self.client.connection_config().request_timeout);
+        let link = a.conn.get_or_insert_with(|| {
+            let mut link = self.client.link(Purpose::Coordinator, a.coordinator.addr());
+            link.count_reauthentications_in(self.metrics.reauthentication_counter());
+            link
+        });
+        link.connect_watched(Some(deadline), &|socket| self.stop.watch_socket(socket))?;
+        self.stop.watch(a.conn.as_ref());
+        let conn = a.conn.as_mut().ok_or(crate::Error::Closed)?;
+        let version = conn.version(ApiKey::LeaveGroup)?;
+        let me = requests::member_identity(&a.generation.member_id, None, LATE_POLL_REASON);
+        let req = requests::leave_group(&self.group, &[me], version);
+        let timeout = crate::deadline::clamp(self.client.connection_config().request_timeout, deadline);
+        let resp = conn.send_at(&req, version, Some(timeout));
+        self.stop.watch(None);
+        // Already out (UNKNOWN_MEMBER_ID: the session expired meanwhile) is what the leave was for.
+        if let Some(code) = super::member::leave_error(&resp?) {
+            return Err(crate::Error::Kafka {
+                api: ApiKey::LeaveGroup,
+                code,
+                message: None,
+            });
+        }
+        log::info!("{}: left the group (late poll)", a.ctx);
+        Ok(())
+    }
+
     /// One coordinator lookup; on success the thread heartbeats there and tells the member.
     fn rediscover(&mut self) {
         if self.stop.requested() {
@@ -592,6 +688,9 @@ impl Worker {
         }
     }
 }
+
+/// What v5+ coordinators log as the reason for a LeaveGroup sent after a late poll (KIP-800).
+const LATE_POLL_REASON: &str = "consumer poll timeout has expired (max.poll.interval.ms)";
 
 fn emit(events: &Sender<Event>, e: Event) {
     // The member only drops its receiver when it is dropped itself, and then it stops this

@@ -24,6 +24,7 @@ use super::config::{MemberConfig, OldBrokerPolicy};
 use super::heartbeat::{Command, Event, HeartbeatHandle};
 use super::leader::LeaderSnapshot;
 use super::metrics::{MemberMetrics, Metrics};
+use super::poll_timer::{PollClock, PollGuard, PollTimer};
 use super::requests;
 use super::state::{merge_rejoin, Generation, GroupState, MemberState, Transition};
 use crate::authorization::{Resource, Scope};
@@ -87,8 +88,9 @@ pub enum GroupEvent {
         rebalanced: Option<bool>,
     },
     /// Partitions given up without a chance to commit: the member's session expired (no
-    /// heartbeat was answered for `session.timeout.ms`), so the coordinator may already have
-    /// handed them to another member. Stop processing them; the member rejoins.
+    /// heartbeat was answered for `session.timeout.ms`), or the member left the group because
+    /// the application did not poll within `max.poll.interval.ms`, so the coordinator may
+    /// already have handed them to another member. Stop processing them; the member rejoins.
     Lost {
         /// The generation they belonged to.
         generation: i32,
@@ -139,6 +141,14 @@ pub enum GroupEvent {
 /// with the same `group.instance.id` is the one refused
 /// ([`Error::InstanceInUse`](crate::Error::InstanceInUse)), not the running one. The README's
 /// "The consumer group protocol" section compares the two.
+///
+/// **Polling on time.** The heartbeat thread keeps the session alive whatever the application
+/// does, so `max.poll.interval.ms` is held against the application's calls to
+/// [`poll`](Self::poll) and [`join`](Self::join) (a call in progress is never late): when none
+/// came for that long, the member leaves the group — see
+/// [`MemberBuilder::max_poll_interval`](crate::MemberBuilder::max_poll_interval) — and the
+/// next poll reports [`GroupEvent::Lost`] and rejoins. An application that works on its
+/// partitions elsewhere still polls the member within the interval.
 ///
 /// A coordinator that denies the group (`GROUP_AUTHORIZATION_FAILED` from FindCoordinator,
 /// JoinGroup, SyncGroup or a heartbeat) stops the member for good, as fencing does: it enters
@@ -231,6 +241,9 @@ pub struct GroupMember {
     /// A `group.protocol=consumer` member whose coordinator lacks the protocol, joining as a
     /// classic one by `GroupProtocolPolicy::FallBackToClassic`.
     fell_back_to_classic: bool,
+    /// The application's calls to `poll` and `join`, which the heartbeat threads hold against
+    /// `max.poll.interval.ms`.
+    poll_clock: Arc<PollClock>,
 }
 
 /// Where a join stands between calls. A JoinGroup may be held by the coordinator for a whole
@@ -279,6 +292,7 @@ impl GroupMember {
     /// join), makes no network call.
     pub(super) fn new(client: Client, config: MemberConfig) -> Result<GroupMember> {
         let metrics = Arc::new(Metrics::default());
+        let poll_clock = PollClock::new();
         let heartbeat = HeartbeatHandle::spawn(
             client.clone(),
             config.group_id.clone(),
@@ -286,6 +300,7 @@ impl GroupMember {
             config.session_timeout,
             config.retry_backoff(&client),
             metrics.clone(),
+            (poll_clock.clone(), PollTimer::new(config.max_poll_interval)),
         )
         .map_err(|source| Error::Io {
             addr: "heartbeat thread".into(),
@@ -329,6 +344,7 @@ impl GroupMember {
             wakeup: Wakeup::default(),
             consumer: None,
             fell_back_to_classic: false,
+            poll_clock,
         })
     }
 
@@ -533,6 +549,7 @@ impl GroupMember {
     /// [`Error::Timeout`] returned keeps the last error the join retried past (e.g. the
     /// coordinator's address and `connection refused`) as its `last`.
     pub fn join(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
+        let _polling = self.poll_clock.enter();
         self.check_usable()?;
         self.wakeup.check()?;
         let deadline = crate::deadline::after(timeout);
@@ -962,6 +979,7 @@ impl GroupMember {
     /// `default.api.timeout.ms`, poll returns [`Error::Timeout`] naming the last cause; the
     /// member stays usable and keeps trying on the next call.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<GroupEvent>> {
+        let _polling = self.poll_clock.enter();
         self.check_usable()?;
         self.wakeup.check()?;
         let deadline = crate::deadline::after(timeout);
@@ -1127,6 +1145,16 @@ impl GroupMember {
                 self.coordinator = None;
                 // The broker has dropped a dynamic member; a static one is recognised again by
                 // its instance id whatever member id it sends.
+                self.schedule_rejoin(!self.static_member);
+            }
+            Event::PollTimeout { generation } if self.state.is_current(&generation) => {
+                // The heartbeat thread has left (or, static, stopped heartbeating) and said why.
+                if !self.assignment.is_empty() {
+                    events.push(self.lose_all());
+                }
+                self.abandon_join();
+                // A dynamic member's id went with its LeaveGroup; a static one is recognised
+                // again by its instance id.
                 self.schedule_rejoin(!self.static_member);
             }
             Event::Fenced { generation } if self.state.is_current(&generation) => return Err(self.fence()),
@@ -1521,6 +1549,13 @@ impl GroupMember {
         self.close_inner(deadline)
     }
 
+    /// Marks a call of the application's as a poll until the guard drops: a
+    /// [`Consumer`](crate::Consumer)'s poll, around everything it does between its member's
+    /// polls.
+    pub(crate) fn polling(&self) -> PollGuard {
+        self.poll_clock.enter()
+    }
+
     /// The configured close bound.
     pub(crate) fn close_timeout(&self) -> Duration {
         self.config.close_timeout
@@ -1676,7 +1711,7 @@ fn leads(resp: &JoinGroupResponse) -> bool {
 /// The error a LeaveGroup answer reports, at the group's level or for our member (v3+), if
 /// any. `UNKNOWN_MEMBER_ID` is none: the coordinator already forgetting us is what leaving
 /// wants anyway.
-fn leave_error(resp: &LeaveGroupResponse) -> Option<KafkaCode> {
+pub(super) fn leave_error(resp: &LeaveGroupResponse) -> Option<KafkaCode> {
     let member_code = resp.members.first().map_or(0, |m| m.error_code);
     [resp.error_code, member_code]
         .into_iter()

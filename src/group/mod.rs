@@ -21,6 +21,7 @@ mod heartbeat;
 mod leader;
 pub mod member;
 mod metrics;
+mod poll_timer;
 pub(crate) mod requests;
 pub mod state;
 pub mod timer;

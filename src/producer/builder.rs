@@ -145,6 +145,15 @@ impl ProducerBuilder {
         self
     }
 
+    /// How long [`Producer::close`] and dropping the producer flush the records sent and not
+    /// yet acknowledged before failing the rest with [`Error::Closed`](crate::Error::Closed)
+    /// (logged at warn on a drop, which cannot return it). Like Java's `close(Duration)` (no
+    /// property); [`Producer::close_timeout`] takes its own bound. Default: 30 s.
+    pub fn close_timeout(mut self, t: Duration) -> Self {
+        self.config.close_timeout = t;
+        self
+    }
+
     /// Validates the configuration (without touching the network) and builds the producer.
     /// `request.timeout.ms` is the client's.
     pub fn build(mut self) -> Result<Producer> {

@@ -34,6 +34,8 @@ pub(crate) struct ProducerConfig {
     /// `enable.idempotence`; `None`: left at its default (on, unless another setting
     /// excludes it).
     pub enable_idempotence: Option<bool>,
+    /// How long `close()` and a drop flush before failing what is left.
+    pub close_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -58,6 +60,9 @@ impl Default for ProducerConfig {
             buffer_memory: 32 * 1024 * 1024,
             max_in_flight: 5,
             enable_idempotence: None,
+            // The Java consumer's close bound; Java's producer waits without one, which a
+            // drop (it cannot report anything) should not.
+            close_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -275,11 +275,14 @@ impl Producer {
         }
     }
 
-    /// Flushes, stops the background threads and drops the producer (the client and its
-    /// connections stay): Java's `close()`. The same as [`close_timeout`](Self::close_timeout)
-    /// without a limit, so at most about `delivery.timeout.ms`.
+    /// Flushes for up to the builder's
+    /// [`close_timeout`](ProducerBuilder::close_timeout) (default 30 s), stops the background
+    /// threads and drops the producer (the client and its connections stay): Java's `close()`,
+    /// but bounded. Dropping the producer does the same. See [`close_timeout`](Self::close_timeout)
+    /// for what a record still pending then becomes.
     pub fn close(self) -> Result<()> {
-        self.close_timeout(Duration::MAX)
+        let timeout = self.settings.config.close_timeout;
+        self.close_timeout(timeout)
     }
 
     /// Flushes for up to `timeout`, then stops the background threads: records not settled
@@ -387,17 +390,29 @@ impl Producer {
 }
 
 impl Drop for Producer {
+    /// What [`Producer::close`] does: records sent and not flushed are written, not dropped,
+    /// for up to `close_timeout`; a failure can only be logged. While the thread panics the
+    /// flush is skipped, so that unwinding is not held up by a broker.
     fn drop(&mut self) {
         if self.sender.is_none() {
             return;
         }
-        let pending = self.pending();
-        if pending > 0 {
+        let timeout = self.settings.config.close_timeout;
+        if std::thread::panicking() {
+            let pending = self.pending();
+            if pending > 0 {
+                log::warn!("producer dropped while panicking: {pending} record(s) not acknowledged fail");
+            }
+        } else if !self.flush_within(timeout) {
             log::warn!(
-                "producer dropped with {pending} record(s) not acknowledged; call flush() or close() first"
+                "producer dropped with {} record(s) not acknowledged after close_timeout ({timeout:?}); they fail",
+                self.pending()
             );
         }
         self.stop();
+        if let Err(e) = self.take_failures() {
+            log::warn!("producer dropped: {e}");
+        }
     }
 }
 
@@ -864,7 +879,12 @@ mod tests {
     fn records_of_a_dropped_producer_are_closed_not_pending_for_ever() {
         let script = script_with_topic(1);
         let client = scripted_client(&script);
-        let mut p = client.producer().build().unwrap();
+        // The broker never answers: the drop's flush ends at close_timeout.
+        let mut p = client
+            .producer()
+            .close_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
         let h = p.send(ProducerRecord::new("t", "v")).unwrap();
         assert!(!h.is_done());
         drop(p);

@@ -29,6 +29,7 @@ mod idempotence_codec_tests;
 mod interop_tests;
 mod isolation_tests;
 mod legacy_sasl_tests;
+mod liveness_tests;
 mod memory_tests;
 mod no_loss_tests;
 mod offsets_tests;

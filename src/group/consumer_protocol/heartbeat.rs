@@ -12,6 +12,7 @@ use super::{answer, request, Heartbeat, Membership, Phase, Step};
 use crate::client::{lock, Broker, Client};
 use crate::error::{Error, Result};
 use crate::group::metrics::Metrics;
+use crate::group::poll_timer::{PollClock, PollTimer};
 use crate::net::link::{Link, Purpose};
 use crate::net::Interrupter;
 use crate::protocol::messages::ConsumerGroupHeartbeatResponse;
@@ -66,6 +67,9 @@ pub(crate) struct HeartbeatThread {
 impl HeartbeatThread {
     /// Starts heartbeating at once for `membership`, at `coordinator` if known, over `link` if
     /// one is open to it already (the join then costs no second connection).
+    // Each argument is a separate thing the thread owns from its start; a struct to carry
+    // them would only be built here.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn spawn(
         client: Client,
         group: String,
@@ -74,6 +78,7 @@ impl HeartbeatThread {
         link: Option<Link>,
         retry_backoff: Duration,
         metrics: Arc<Metrics>,
+        poll: (Arc<PollClock>, PollTimer),
     ) -> std::io::Result<HeartbeatThread> {
         let inner = Arc::new(Inner {
             shared: Mutex::new(Shared {
@@ -100,6 +105,8 @@ impl HeartbeatThread {
             metrics,
             notices: notice_tx,
             link,
+            poll_clock: poll.0,
+            poll_timer: poll.1,
         };
         let thread = std::thread::Builder::new()
             .name(format!("kafka-cghb-{group}"))
@@ -189,6 +196,9 @@ struct Worker {
     metrics: Arc<Metrics>,
     notices: Sender<()>,
     link: Option<Link>,
+    /// The application's polls, and how late they may be (`max.poll.interval.ms`).
+    poll_clock: Arc<PollClock>,
+    poll_timer: PollTimer,
 }
 
 /// Runs `step`, which a stop cannot cut short, marked as such (see
@@ -242,6 +252,11 @@ impl Worker {
                 return None;
             }
             let now = Instant::now();
+            let watched = shared.membership.in_group() && !shared.frozen;
+            let polling = self.poll_clock.polling();
+            if watched && self.poll_timer.expired(polling, now) {
+                self.leave_late(&mut shared, now);
+            }
             let left = *shared.membership.phase() == Phase::Left || shared.frozen;
             if !left && now >= shared.next {
                 if let Some(hb) = shared.membership.heartbeat() {
@@ -252,6 +267,9 @@ impl Worker {
                 Duration::from_millis(50)
             } else if left {
                 IDLE
+            } else if watched {
+                let late = self.poll_timer.time_to_expiry(polling, now);
+                shared.next.saturating_duration_since(now).min(late)
             } else {
                 shared.next.saturating_duration_since(now)
             };
@@ -262,6 +280,32 @@ impl Worker {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// The application has not polled for `max.poll.interval.ms`: as Java's consumer does, the
+    /// member leaves at once (epoch -1; a static member -2, so that the coordinator keeps its
+    /// partitions for it until its session times out), and its partitions are reported lost;
+    /// it rejoins at its next poll.
+    fn leave_late(&self, shared: &mut Shared, now: Instant) {
+        let lost = shared.membership.leave_late();
+        log::warn!(
+            "group {}: the application has not polled within max.poll.interval.ms ({:?}); \
+             leaving the group{} so that its {} partitions can move; it rejoins at its next \
+             poll. Poll more often, or raise max.poll.interval.ms or lower max.poll.records",
+            self.group,
+            self.poll_timer.interval(),
+            match shared.membership.leave_epoch() {
+                Some(epoch) if epoch == super::STATIC_LEAVE_EPOCH =>
+                    " (static: the coordinator keeps them for it until its session times out)",
+                _ => "",
+            },
+            lost.values().map(|ps| ps.len()).sum::<usize>()
+        );
+        if !lost.is_empty() {
+            shared.steps.push_back(Step::Lose(lost));
+        }
+        shared.next = now;
+        let _ = self.notices.try_send(());
     }
 
     /// Sends `hb` to `coordinator` (found first if unknown) and reads the answer, within

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::group::config::GroupProtocolPolicy;
 use crate::group::consumer_protocol::heartbeat::HeartbeatThread;
 use crate::group::consumer_protocol::{Fatal, Membership, Partitions, Phase, Step};
+use crate::group::poll_timer::PollTimer;
 use crate::group::state::{Generation, MemberState, Transition};
 use crate::group::{Assignment, RebalanceProtocol, TopicPartition};
 use crate::net::CONSUMER_GROUP_PROTOCOL;
@@ -151,6 +152,10 @@ impl GroupMember {
             self.conn.take(),
             self.config.retry_backoff(&self.client),
             self.metrics.clone(),
+            (
+                self.poll_clock.clone(),
+                PollTimer::new(self.config.max_poll_interval),
+            ),
         )
         .map_err(|source| Error::Io {
             addr: "heartbeat thread".into(),
@@ -327,6 +332,16 @@ impl GroupMember {
         }
         {
             let mut shared = c.thread.lock();
+            if shared.membership.rejoin_if_stale() {
+                // Left after a late poll; this call is the poll that was late.
+                log::info!(
+                    "group {}: rejoining after leaving on a late poll",
+                    self.config.group_id
+                );
+                drop(shared);
+                c.thread.heartbeat_now();
+                shared = c.thread.lock();
+            }
             if std::mem::take(&mut c.revoking) {
                 let mut now = false;
                 for step in shared.membership.revoked() {
@@ -467,7 +482,8 @@ impl GroupMember {
                 Step::Lose(_) => {
                     remove_from(&mut self.assignment, &partitions);
                     log::warn!(
-                        "{}: fenced by the coordinator; {} partitions lost, rejoining",
+                        "{}: {} partitions lost (fenced by the coordinator, or left after a late \
+                         poll); rejoining",
                         self.ctx(),
                         partitions.len()
                     );

@@ -346,6 +346,79 @@ fn a_lost_heartbeat_connection_is_reopened_and_heartbeats_go_on() {
     assert!(m.metrics().heartbeat_failures >= 2);
 }
 
+/// The application stops polling for longer than `max.poll.interval.ms` (1 s here) while the
+/// heartbeats go on: the heartbeat thread takes the member out — a dynamic member with a
+/// LeaveGroup, a static one by going silent (its session then ends at the coordinator) — and
+/// the next poll reports the partitions lost and rejoins. Returns the LeaveGroups and the
+/// rejoin's JoinGroup.
+fn a_late_poll_leaves_and_the_next_poll_rejoins(
+    instance: Option<&str>,
+) -> (Vec<LeaveGroupRequest>, JoinGroupRequest) {
+    let s = script();
+    follower_group(&s);
+    let mut m = member(&s, instance);
+    joined(&s, &mut m);
+    let last_poll = Instant::now();
+    // No poll from here: wait on the heartbeats alone until they stop.
+    let until = crate::deadline::after(WAIT);
+    let mut seen = heartbeats(&s).len();
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < 5 * INTERVAL {
+        assert!(Instant::now() < until, "heartbeats never stopped without polls");
+        std::thread::sleep(INTERVAL / 2);
+        let now_seen = heartbeats(&s).len();
+        if now_seen != seen {
+            (seen, quiet_since) = (now_seen, Instant::now());
+        }
+    }
+    let stopped = quiet_since.duration_since(last_poll);
+    assert!(
+        stopped >= Duration::from_secs(1) - INTERVAL,
+        "heartbeats stopped {stopped:?} after the last poll, before max.poll.interval.ms"
+    );
+    assert_eq!(joins(&s).len(), 1, "no rejoin without a poll");
+    let leaves = s.requests::<LeaveGroupRequest>();
+    let events = poll_until(&mut m, "a rejoin", |m| joins(&s).len() == 2 && stable(m));
+    assert_eq!(
+        events,
+        [
+            GroupEvent::Lost {
+                generation: 1,
+                partitions: tps(&[0, 1]),
+            },
+            GroupEvent::Assigned {
+                generation: 2,
+                partitions: tps(&[0, 1]),
+                // A rejoin: the generation differs from the one the member held.
+                rebalanced: Some(true),
+            },
+        ]
+    );
+    // Polling again starts the clock again: the member stays.
+    poll_for(&mut m, Duration::from_millis(1500));
+    assert_eq!(joins(&s).len(), 2, "rejoined while polling");
+    (leaves, joins(&s)[1].clone())
+}
+
+#[test]
+fn a_late_poll_of_a_dynamic_member_sends_leave_group_and_rejoins_as_a_new_member() {
+    let (leaves, rejoin) = a_late_poll_leaves_and_the_next_poll_rejoins(None);
+    assert_eq!(leaves.len(), 1, "{leaves:?}");
+    let ids: Vec<&str> = match leaves[0].members.as_slice() {
+        [] => vec![leaves[0].member_id.as_str()],
+        members => members.iter().map(|m| m.member_id.as_str()).collect(),
+    };
+    assert_eq!(ids, ["m-1"]);
+    assert_eq!(rejoin.member_id.as_str(), "");
+}
+
+#[test]
+fn a_late_poll_of_a_static_member_sends_nothing_and_rejoins_by_its_instance_id() {
+    let (leaves, rejoin) = a_late_poll_leaves_and_the_next_poll_rejoins(Some("w-1"));
+    assert!(leaves.is_empty(), "{leaves:?}");
+    assert_eq!(rejoin.group_instance_id.as_deref(), Some("w-1"));
+}
+
 #[test]
 fn heartbeats_failing_for_a_whole_session_lose_the_partitions_and_rejoin() {
     let s = script();
