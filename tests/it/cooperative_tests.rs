@@ -565,7 +565,7 @@ fn a_static_cooperative_member_restarting_within_its_session_gets_its_partitions
 /// cooperative-sticky they give up only what moves.
 fn classic_members_in_a_group_migrating_to_the_consumer_protocol(assignor: fn() -> Arc<dyn Assignor>) {
     use kafka_group::GroupProtocol;
-    let b = broker::shared();
+    let b = broker::consumer_protocol();
     let client = client(b.bootstrap());
     let topic = create_topic(&client, "migrating", PARTITIONS, 1);
     let group = unique_name("migrating");
