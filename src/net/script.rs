@@ -912,9 +912,11 @@ mod tests {
     #[test]
     fn the_last_io_error_is_kept_past_a_backoff_and_into_the_timeout() {
         let script = Script::new();
-        let mut l = link(&script, Duration::from_secs(30), Duration::from_secs(30));
+        // A deadline well past the bound below, and a backoff past the deadline.
+        let margin = crate::deadline::LOAD_MARGIN;
+        let mut l = link(&script, 6 * margin, 6 * margin);
         script.refuse(1, io::ErrorKind::ConnectionRefused);
-        let by = Some(crate::deadline::after(Duration::from_secs(5)));
+        let by = Some(crate::deadline::after(3 * margin));
         let refused = l.connect(by).unwrap_err();
         assert!(
             matches!(&refused, Error::Io { source, .. } if source.kind() == io::ErrorKind::ConnectionRefused)
@@ -923,7 +925,11 @@ mod tests {
         // The next attempt would start past the deadline: no dial, the cause kept.
         let started = Instant::now();
         let held = l.connect(by).unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(5), "slept the backoff");
+        assert!(
+            started.elapsed() < margin,
+            "slept the backoff: {:?}",
+            started.elapsed()
+        );
         assert_eq!(script.dials().len(), 1);
         let Error::ReconnectBackoff { addr, last, .. } = &held else {
             panic!("{held:?}")

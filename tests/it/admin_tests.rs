@@ -294,14 +294,14 @@ fn describe_shows_static_members_and_removal_rebalances_at_once() {
         admin.remove_members(&group, &["b"]).unwrap(),
         vec![("b".to_string(), Ok(()))]
     );
-    wait_for(
-        "the other two to take over all six partitions",
-        SESSION / 3,
-        || converged(&ms, 6) && ms[0].seen().generation > generation,
-    );
+    // Well before b's session could expire, with room for a loaded machine.
+    let bound = SESSION - support::LOAD_MARGIN;
+    wait_for("the other two to take over all six partitions", bound, || {
+        converged(&ms, 6) && ms[0].seen().generation > generation
+    });
     let elapsed = removed_at.elapsed();
     eprintln!("removal to a settled group of two: {elapsed:?}");
-    assert!(elapsed < SESSION / 3, "{elapsed:?}");
+    assert!(elapsed < bound, "{elapsed:?}");
     for r in &ms {
         let s = r.seen();
         assert_eq!(s.partitions.len(), 3, "{:?}: {s:?}", r.instance);

@@ -51,7 +51,10 @@ fn poll_against_a_closed_port_returns_within_its_timeout_and_keeps_the_cause() {
         let r = consumer.poll(Duration::from_secs(1));
         let took = t.elapsed();
         polls += 1;
-        assert!(took < Duration::from_secs(4), "poll(1 s) took {took:?}");
+        assert!(
+            took < Duration::from_secs(1) + crate::support::LOAD_MARGIN,
+            "poll(1 s) took {took:?}"
+        );
         match r {
             Ok(p) => assert!(p.is_empty() && p.events.is_empty(), "{p:?}"),
             Err(e) => break e,
@@ -94,7 +97,7 @@ fn poll_against_a_closed_port_returns_within_its_timeout_and_keeps_the_cause() {
     let t = Instant::now();
     let err = member.join(Duration::from_secs(1)).unwrap_err();
     assert!(
-        t.elapsed() < Duration::from_secs(4),
+        t.elapsed() < Duration::from_secs(1) + crate::support::LOAD_MARGIN,
         "join(1 s) took {:?}",
         t.elapsed()
     );
@@ -114,8 +117,9 @@ fn poll_returns_within_its_timeout_while_the_coordinator_holds_the_join() {
     for _ in 0..3 {
         let t = Instant::now();
         let events = b.poll(Duration::from_secs(1)).unwrap();
+        // Held until `a` rejoins or its max.poll.interval.ms (20 s) runs out: far longer.
         assert!(
-            t.elapsed() < Duration::from_secs(3),
+            t.elapsed() < Duration::from_secs(1) + crate::support::LOAD_MARGIN,
             "poll(1 s) took {:?}",
             t.elapsed()
         );
@@ -202,8 +206,10 @@ fn close_under_a_blackhole_is_bounded() {
     for (what, m) in [("in a heartbeat", in_request), ("in a handshake", in_handshake)] {
         let t = Instant::now();
         m.close().unwrap();
+        // At once, with room for a loaded machine; the stuck request alone would hold it for
+        // its request timeout (30 s).
         assert!(
-            t.elapsed() < Duration::from_secs(3),
+            t.elapsed() < crate::support::LOAD_MARGIN,
             "static close {what} took {:?}",
             t.elapsed()
         );
@@ -214,7 +220,7 @@ fn close_under_a_blackhole_is_bounded() {
     let r = dynamic.close();
     let took = t.elapsed();
     assert!(
-        took < Duration::from_secs(5),
+        took < Duration::from_secs(2) + crate::support::LOAD_MARGIN,
         "close with a 2 s close_timeout took {took:?}: {r:?}"
     );
     assert!(r.is_err(), "the LeaveGroup cannot have been answered");
@@ -266,7 +272,7 @@ fn a_static_members_close_does_not_wait_for_its_heartbeat_threads_connect() {
     m.close().unwrap();
     let took = t.elapsed();
     assert!(
-        took < Duration::from_secs(5),
+        took < crate::support::LOAD_MARGIN,
         "static close took {took:?} with its heartbeat thread in a connect held for up to {connect_timeout:?}"
     );
     p.hold_connects(false);
@@ -293,7 +299,7 @@ fn a_blackholed_member_gives_its_partitions_up_at_the_session_timeout() {
         // The broker expires the session one session timeout after the last heartbeat it saw;
         // the member must stop before the partitions can have moved much further.
         assert!(
-            cut.elapsed() < SESSION + Duration::from_secs(3),
+            cut.elapsed() < SESSION + crate::support::LOAD_MARGIN,
             "no Lost event {:?} into a {SESSION:?} session",
             cut.elapsed()
         );

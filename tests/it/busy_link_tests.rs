@@ -6,6 +6,7 @@
 
 use crate::group_tests::member_builder;
 use crate::support::proxy::Proxy;
+use crate::support::LOAD_MARGIN;
 use crate::support::{broker, create_topic, unique_name, wait_for};
 use kafka_group::unstable::protocol::messages::ProduceRequest;
 use kafka_group::unstable::RawClient;
@@ -18,8 +19,6 @@ const HELD: Duration = Duration::from_secs(60);
 const FIRST: Duration = Duration::from_secs(30);
 /// The second caller's bound.
 const SECOND: Duration = Duration::from_secs(2);
-/// What a loaded 2-core machine may add to the second caller's bound.
-const MARGIN: Duration = Duration::from_secs(8);
 
 fn proxied() -> (Proxy, Client, String) {
     let direct = Client::builder()
@@ -63,7 +62,7 @@ fn assert_second_bounded(
     r: &Result<impl std::fmt::Debug, Error>,
 ) {
     assert!(
-        took < bound + MARGIN,
+        took < bound + LOAD_MARGIN,
         "{what}: took {took:?} behind a held request, its own bound {bound:?}: {r:?}"
     );
     let e = r.as_ref().expect_err("the answer cannot have come");

@@ -24,12 +24,21 @@ use std::time::{Duration, Instant};
 
 const PARTITIONS: i32 = 6;
 const SETTLE: Duration = Duration::from_secs(60);
+/// How often [`Flow`] writes a record to each partition.
+const RECORD_INTERVAL: Duration = Duration::from_millis(20);
+/// A member's window between its two generations is judged for "kept fetching" only if it
+/// spans this many of its polls and this many record intervals: in a shorter one a member that
+/// never stopped may rightly have received nothing of a partition.
+const JUDGED_POLLS: usize = 3;
+const JUDGED_INTERVALS: u32 = 5;
 
 /// What one of our consumers saw, with arrival times.
 #[derive(Debug, Default)]
 struct Log {
     events: Vec<(Instant, GroupEvent)>,
     records: Vec<(Instant, TopicPartition)>,
+    /// When each poll returned.
+    polls: Vec<Instant>,
     owned: BTreeSet<TopicPartition>,
     error: Option<String>,
 }
@@ -94,6 +103,12 @@ impl Member {
             .collect()
     }
 
+    /// How many of its polls returned strictly between `from` and `to`.
+    fn polls_between(&self, from: Instant, to: Instant) -> usize {
+        let l = self.log.lock().unwrap();
+        l.polls.iter().filter(|t| **t > from && **t < to).count()
+    }
+
     fn close(mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
@@ -131,6 +146,7 @@ fn poll_once(consumer: &mut Consumer, log: &Mutex<Log>) -> kafka_group::Result<(
         for r in &polled.records {
             l.records.push((now, r.topic_partition()));
         }
+        l.polls.push(now);
         // Ours and the consumer's view of the assignment agree at every step.
         let theirs: BTreeSet<TopicPartition> = consumer.assignment().into_iter().collect();
         assert_eq!(l.owned, theirs, "the events add up to the assignment");
@@ -165,7 +181,7 @@ impl Flow {
                         .unwrap();
                 }
                 i += 1;
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(RECORD_INTERVAL);
             }
             producer.flush().unwrap();
         });
@@ -257,9 +273,12 @@ fn cooperative_sticky_moves_only_what_must_move_while_the_rest_keeps_fetching() 
     // to its last: an eager rebalance would have stopped it between its revocation of
     // everything and its new assignment. A member that revoked partitions got the two
     // generations in two polls (a revocation ends the poll); one that only kept may have got
-    // both in one poll, so it never stopped at all.
+    // both in one poll, so it never stopped at all. A window too short to have fetched anything
+    // in (fewer than JUDGED_POLLS polls or JUDGED_INTERVALS records) proves nothing either way
+    // and is not judged; the revoking member's spans its whole rejoin, so at least it is.
     let mut window = Duration::ZERO;
     let mut spread = 0;
+    let mut judged = Vec::new();
     for (i, m) in members.iter().enumerate() {
         let times: Vec<Instant> = m.events_since(joined_at).iter().map(|(t, _)| *t).collect();
         let (Some(&first), Some(&last)) = (times.first(), times.last()) else {
@@ -269,6 +288,16 @@ fn cooperative_sticky_moves_only_what_must_move_while_the_rest_keeps_fetching() 
             continue;
         }
         spread += 1;
+        let polls = m.polls_between(first, last);
+        if polls < JUDGED_POLLS || last.duration_since(first) < RECORD_INTERVAL * JUDGED_INTERVALS {
+            eprintln!(
+                "{}: {:?} and {polls} polls between its two generations: too short to judge",
+                m.name,
+                last.duration_since(first)
+            );
+            continue;
+        }
+        judged.push(m.name.clone());
         window = window.max(last.duration_since(first));
         let fetched = m.fetched_between(first, last);
         for tp in &after[i] {
@@ -283,6 +312,10 @@ fn cooperative_sticky_moves_only_what_must_move_while_the_rest_keeps_fetching() 
     assert!(
         spread > 0,
         "the revoking member saw its two generations in two polls"
+    );
+    assert!(
+        !judged.is_empty(),
+        "no member's two generations were far enough apart to judge its fetching"
     );
     for (i, m) in members.iter().enumerate() {
         let kept: BTreeSet<TopicPartition> = before[i].intersection(&after[i]).cloned().collect();
@@ -303,7 +336,7 @@ fn cooperative_sticky_moves_only_what_must_move_while_the_rest_keeps_fetching() 
     }
     eprintln!(
         "cooperative-sticky: {} of {PARTITIONS} partitions moved to the new member; up to {window:?} \
-         between a member's two generations, its kept partitions fetched throughout",
+         between a member's two generations, its kept partitions fetched throughout (judged: {judged:?})",
         moved.len()
     );
 
@@ -565,7 +598,7 @@ fn a_static_cooperative_member_restarting_within_its_session_gets_its_partitions
 /// cooperative-sticky they give up only what moves.
 fn classic_members_in_a_group_migrating_to_the_consumer_protocol(assignor: fn() -> Arc<dyn Assignor>) {
     use kafka_group::GroupProtocol;
-    let b = broker::shared();
+    let b = broker::consumer_protocol();
     let client = client(b.bootstrap());
     let topic = create_topic(&client, "migrating", PARTITIONS, 1);
     let group = unique_name("migrating");

@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 
 /// The bound each call is given.
 const BOUND: Duration = Duration::from_secs(3);
-/// What a loaded 2-core machine may add to it.
-const MARGIN: Duration = Duration::from_secs(8);
 
 /// A client whose only bootstrap address refuses connections.
 fn unreachable_client() -> (Client, String) {
@@ -36,7 +34,7 @@ fn check(what: &str, took: Duration, r: Result<(), Error>, bound_name: &str, add
     let e = r.expect_err("nothing listens on the port");
     let text = e.to_string();
     assert!(
-        took >= BOUND - Duration::from_millis(100) && took < BOUND + MARGIN,
+        took >= BOUND - Duration::from_millis(100) && took < BOUND + crate::support::LOAD_MARGIN,
         "{what}: failed after {took:?}, its bound {BOUND:?}: {text}"
     );
     assert!(

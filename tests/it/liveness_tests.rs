@@ -116,16 +116,16 @@ fn settle(a: &mut GroupMember, b: &mut GroupMember, what: &str) -> Vec<GroupEven
 /// Member `a` (`max.poll.interval.ms` 2 s) stops polling for [`NO_POLL`] while `b` goes on:
 /// `b` gets all the partitions, `a`'s next poll reports its own lost, and it rejoins.
 fn a_late_poll_hands_the_partitions_over(build: impl Fn(&Client, &str, &str, &str, Duration) -> GroupMember) {
-    a_late_poll_hands_the_partitions_over_by(build, Duration::ZERO)
+    a_late_poll_hands_the_partitions_over_by(broker::shared(), build, Duration::ZERO)
 }
 
 /// [`a_late_poll_hands_the_partitions_over`], where the partitions cannot move before `not_before`
 /// (a static member, whose session must time out first: it sends no leave for good).
 fn a_late_poll_hands_the_partitions_over_by(
+    broker: &broker::Broker,
     build: impl Fn(&Client, &str, &str, &str, Duration) -> GroupMember,
     not_before: Duration,
 ) {
-    let broker = broker::shared();
     let client = client(broker.bootstrap());
     let topic = create_topic(&client, "late-poll", PARTITIONS, 1);
     let group = unique_name("late-poll");
@@ -206,6 +206,7 @@ fn a_late_poll_hands_the_partitions_over_cooperative() {
 #[test]
 fn a_late_poll_of_a_static_member_hands_the_partitions_over_at_its_session_timeout() {
     a_late_poll_hands_the_partitions_over_by(
+        broker::shared(),
         |client, group, topic, name, interval| {
             member_builder(client, group, topic)
                 .group_instance_id(name)
@@ -237,30 +238,21 @@ fn kip848(
     .unwrap()
 }
 
-/// Whether the shared broker serves the consumer protocol; the same guard as
-/// consumer_protocol_tests (Kafka 3.9 lacks the protocol).
-fn serves_consumer_protocol() -> bool {
-    !broker::shared().version().starts_with('3')
-}
-
 #[test]
 fn a_late_poll_hands_the_partitions_over_consumer_protocol() {
-    if !serves_consumer_protocol() {
-        return;
-    }
-    a_late_poll_hands_the_partitions_over(|client, group, topic, _, interval| {
-        kip848(client, group, topic, None, interval)
-    });
+    a_late_poll_hands_the_partitions_over_by(
+        broker::consumer_protocol(),
+        |client, group, topic, _, interval| kip848(client, group, topic, None, interval),
+        Duration::ZERO,
+    );
 }
 
 /// Epoch -2: the coordinator keeps the static member's partitions until its session (the
 /// broker's 6 s here) times out, then hands them over.
 #[test]
 fn a_late_poll_of_a_static_consumer_protocol_member_hands_the_partitions_over_at_its_session_timeout() {
-    if !serves_consumer_protocol() {
-        return;
-    }
     a_late_poll_hands_the_partitions_over_by(
+        broker::consumer_protocol(),
         |client, group, topic, name, interval| kip848(client, group, topic, Some(name), interval),
         SESSION,
     );

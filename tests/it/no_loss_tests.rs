@@ -205,16 +205,17 @@ fn cooperative_static_members_restarted_at_random_lose_nothing() {
 
 #[test]
 fn consumer_protocol_static_members_restarted_at_random_lose_nothing() {
-    if broker::shared().version().starts_with('3') {
-        return; // Kafka 4.0+ only; the fallback has its own tests.
-    }
     lose_nothing(None);
 }
 
 fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
     let consumer_protocol = assignor.is_none();
     let started = Instant::now();
-    let b = broker::shared();
+    let b = if consumer_protocol {
+        broker::consumer_protocol()
+    } else {
+        broker::shared()
+    };
     let client = client(b.bootstrap());
     let topic = topic_with_partitions(&client, PARTITIONS);
     let group = unique_name("no-loss");

@@ -116,8 +116,9 @@ fn a_credential_deleted_under_a_running_member_is_one_clear_error_until_it_is_ba
     let deleted = Instant::now();
     let e = loop {
         match c.poll(Duration::from_millis(500)) {
+            // The next re-authentication (within `reauth`) fails.
             Ok(_) => assert!(
-                deleted.elapsed() < reauth * 4,
+                deleted.elapsed() < reauth + crate::support::LOAD_MARGIN,
                 "still polling {:?} after the credential went",
                 deleted.elapsed()
             ),
@@ -126,12 +127,13 @@ fn a_credential_deleted_under_a_running_member_is_one_clear_error_until_it_is_ba
     };
     assert!(matches!(e, Error::Authentication { .. }), "{e:?}");
     assert!(!format!("{e} {e:?}").contains(ADMIN.password), "{e}");
-    // Each later poll says the same at once; none waits out its timeout retrying.
+    // Each later poll says the same at once; none waits out its timeout retrying (a timeout
+    // well past the bound, so that one that did fails the test).
     for _ in 0..3 {
         let t = Instant::now();
-        let e = c.poll(Duration::from_secs(5)).unwrap_err();
+        let e = c.poll(3 * crate::support::LOAD_MARGIN).unwrap_err();
         assert!(
-            t.elapsed() < Duration::from_secs(5),
+            t.elapsed() < crate::support::LOAD_MARGIN,
             "poll retried for {:?}",
             t.elapsed()
         );

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// What a blocked call would wait without a wakeup.
 const LONG: Duration = Duration::from_secs(30);
 /// The bound asserted for a woken call: generous next to [`LONG`].
-const AT_ONCE: Duration = Duration::from_secs(2);
+const AT_ONCE: Duration = crate::support::LOAD_MARGIN;
 
 /// Calls `wakeup` after `after`, from another thread; the join handle gives the instant it did.
 fn wake_after(h: WakeupHandle, after: Duration) -> JoinHandle<Instant> {

@@ -16,7 +16,8 @@ use crate::protocol::messages::{
 use std::sync::atomic::AtomicBool;
 
 const MS: Duration = Duration::from_millis(1);
-const WAIT: Duration = Duration::from_secs(5);
+/// How long a condition is waited for before the test fails (never reached when it passes).
+const WAIT: Duration = Duration::from_secs(30);
 
 fn script() -> Script {
     let s = Script::new();

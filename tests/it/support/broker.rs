@@ -4,6 +4,8 @@
 //!
 //! - [`shared()`]: one single-node broker for the whole test binary, or the cluster
 //!   `KAFKA_BOOTSTRAP` names. Tests share it and keep apart through [`super::unique_name`].
+//! - [`consumer_protocol()`]: a broker with KIP-848's consumer protocol whatever `KAFKA_VERSION`
+//!   says ([`shared_legacy()`] is its counterpart for 3.9).
 //! - [`Cluster`]: a private cluster for a test that kills and restarts nodes.
 //!
 //! `KAFKA_VERSION` (an alias such as `4.x` or `3.9`, or an exact release such as `3.9.1`)
@@ -33,6 +35,60 @@ pub fn shared_legacy() -> SocketAddr {
     }
     static LEGACY: OnceLock<Cluster> = OnceLock::new();
     LEGACY.get_or_init(|| Cluster::start(1, "3.9")).addr(1)
+}
+
+/// A broker with KIP-848's consumer group protocol (Kafka 4.0+), for the tests of it: the shared
+/// broker when it runs 4.x, otherwise a single node of [`DEFAULT_VERSION`] started on first use
+/// and shared by every such test, so that they check the protocol under any `KAFKA_VERSION`
+/// instead of passing without a broker that has it. Stopped by the watchdog like the shared
+/// broker.
+pub fn consumer_protocol() -> &'static Broker {
+    let shared = shared();
+    if has_consumer_protocol(shared.version()) {
+        return shared;
+    }
+    static KIP848: OnceLock<Result<Broker, String>> = OnceLock::new();
+    let started = KIP848.get_or_init(|| {
+        let version = resolve_version(DEFAULT_VERSION);
+        let dir = run_dir(&format!("it-{}-kip848", process::id()));
+        let bootstrap = start(&dir, 1, &version)?;
+        // Said once, on stderr, so a run under KAFKA_VERSION=3.9 shows where these tests went.
+        eprintln!(
+            "consumer-protocol tests: the shared broker runs Kafka {} (no KIP-848), so they run \
+             on Kafka {version} at {bootstrap}",
+            shared.version()
+        );
+        Ok(Broker {
+            bootstrap,
+            version,
+            dir: Some(dir),
+        })
+    });
+    match started {
+        Ok(broker) => broker,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The release a private cluster for a consumer-protocol test runs: the one under test when it
+/// has KIP-848, else [`DEFAULT_VERSION`] (see [`consumer_protocol`]).
+pub fn consumer_protocol_version() -> String {
+    if has_consumer_protocol(version_under_test()) {
+        version_under_test().to_owned()
+    } else {
+        resolve_version(DEFAULT_VERSION)
+    }
+}
+
+/// Whether an exact release (`4.4.0`, `3.9.2`) serves the consumer group protocol by default:
+/// 4.0 and later (3.7 to 3.9 have it only behind an early-access setting the test brokers leave
+/// off).
+pub fn has_consumer_protocol(version: &str) -> bool {
+    version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse::<u32>().ok())
+        .is_some_and(|major| major >= 4)
 }
 
 /// What `KAFKA_VERSION` means when unset: the newest pinned 4.x release.

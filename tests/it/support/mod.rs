@@ -20,6 +20,12 @@ use kafka_group::{Client, NewTopic};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// What a test adds to a bound the code promises (a configured timeout) before calling it
+/// broken: room for a loaded 2-core machine, where brokers and other test binaries share the
+/// cores and a thread may wait seconds for one. A test whose point is that something returns
+/// well before another timeout makes that timeout larger than its bound plus this.
+pub const LOAD_MARGIN: Duration = Duration::from_secs(10);
+
 /// A topic or group name no other test uses: tests run in parallel against one shared broker,
 /// and an external one (`KAFKA_BOOTSTRAP`) keeps names from earlier runs. The pid and counter
 /// separate tests of this run, the timestamp runs whose pids coincide. Only characters Kafka
