@@ -21,6 +21,8 @@ pub(crate) mod offsets;
 mod positions;
 mod prefetch;
 mod record;
+#[cfg(test)]
+mod scripted;
 mod workers;
 
 pub use builder::ConsumerBuilder;
