@@ -179,10 +179,7 @@ fn each_poll_reports_every_partition_it_starts_fetching() {
         if fetching.len() == 2 {
             break;
         }
-        assert!(
-            Instant::now() < until,
-            "partition 1 never came; events {polls:?}"
-        );
+        assert!(Instant::now() < until, "partition 1 never came; events {polls:?}");
     }
     c.close().unwrap();
 }
