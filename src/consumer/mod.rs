@@ -21,6 +21,8 @@ pub(crate) mod offsets;
 mod positions;
 mod prefetch;
 mod record;
+#[cfg(test)]
+mod scripted;
 mod workers;
 
 pub use builder::ConsumerBuilder;
@@ -391,15 +393,18 @@ impl Consumer {
                 });
             }
             self.wakeup.check()?;
+            // One change of the assignment a poll: the next waits for the next poll.
             let group_events = match &mut self.member {
-                Some(m) if self.config.manual.is_none() => match m.poll(wait) {
-                    // Woken after this poll got events: they go first, the wakeup next time.
-                    Err(Error::Wakeup) if !events.is_empty() => {
-                        self.wakeup.handle().wakeup();
-                        Vec::new()
+                Some(m) if self.config.manual.is_none() && !record::changes_assignment(&events) => {
+                    match m.poll(wait) {
+                        // Woken after this poll got events: they go first, the wakeup next time.
+                        Err(Error::Wakeup) if !events.is_empty() => {
+                            self.wakeup.handle().wakeup();
+                            Vec::new()
+                        }
+                        r => r?,
                     }
-                    r => r?,
-                },
+                }
                 _ => {
                     self.wakeup.sleep_within(wait, deadline);
                     Vec::new()
@@ -446,7 +451,9 @@ impl Consumer {
                     crate::wakeup::Waited::TimedOut => {}
                 }
             } else if self.positions.fetch_ahead().is_empty() {
-                if left.is_zero() {
+                if left.is_zero() || record::changes_assignment(&events) {
+                    // Nothing to fetch, and the group is not asked again in this poll after a
+                    // change: the next poll takes the group's next one without waiting here.
                     return Ok(Polled {
                         records: Vec::new(),
                         events,

@@ -39,7 +39,11 @@ impl ConsumerRecord {
 pub struct Polled {
     /// Records, at most `max.poll.records`, in offset order within each partition.
     pub records: Vec<ConsumerRecord>,
-    /// Group events handled during the poll, in order. A poll that returns a
+    /// Group events handled during the poll, in order. They come from one turn of the group
+    /// (what changed since the last poll): at most one `Assigned`, after any `Lost` or
+    /// `Revoked` it goes with, so [`lost`](Self::lost), [`revoked`](Self::revoked) and
+    /// [`assigned`](Self::assigned), applied in that order, say how the assignment changed;
+    /// further changes wait for the next poll. A poll that returns a
     /// [`GroupEvent::Revoked`] returns no records; commit before polling again.
     pub events: Vec<GroupEvent>,
 }
@@ -79,6 +83,22 @@ impl Polled {
             _ => None,
         })
     }
+}
+
+/// Whether `events` change the assignment (an `Assigned`, `Revoked` or `Lost`). A poll that
+/// has such an event takes no more events from the group: [`Polled`]'s helpers report one
+/// event of each kind, so a second `Assigned` in the same poll (a consumer-protocol member
+/// whose reconciliation goes on while the poll looks offsets up and fetches) would hide the
+/// first one's partitions from the application while their records are handed out, and a
+/// `Revoked` or `Lost` after an `Assigned` would read as coming before it. What the group
+/// does meanwhile waits for the next poll.
+pub(crate) fn changes_assignment(events: &[GroupEvent]) -> bool {
+    events.iter().any(|e| {
+        matches!(
+            e,
+            GroupEvent::Assigned { .. } | GroupEvent::Revoked { .. } | GroupEvent::Lost { .. }
+        )
+    })
 }
 
 impl IntoIterator for Polled {

@@ -329,6 +329,10 @@ impl Membership {
 
     /// The application is done with the partitions of [`Step::Revoke`]; what follows.
     pub(crate) fn revoked(&mut self) -> Vec<Step> {
+        // A fence or a fatal error may have ended the revocation first: its phase stays.
+        if !matches!(self.phase, Phase::Revoking(_)) {
+            return Vec::new();
+        }
         let Phase::Revoking(gone) = std::mem::replace(&mut self.phase, Phase::Stable) else {
             return Vec::new();
         };
@@ -761,6 +765,31 @@ mod tests {
             m.on_answer(error(KafkaCode::UnreleasedInstanceId)),
             [Step::Backoff]
         );
+    }
+
+    #[test]
+    fn the_end_of_a_revocation_cut_short_by_a_fence_or_a_fatal_error_changes_nothing() {
+        // Fenced while the application had the revocation: the rejoin goes on.
+        let mut m = stable(parts(&[(1, &[0, 1])]), 3);
+        m.heartbeat();
+        assert_eq!(
+            m.on_answer(ok(4, Some(parts(&[(1, &[0])])))),
+            [Step::Revoke(parts(&[(1, &[1])]))]
+        );
+        m.heartbeat();
+        m.on_answer(error(KafkaCode::FencedMemberEpoch));
+        assert_eq!(m.revoked(), []);
+        assert_eq!(m.phase(), &Phase::Joining);
+        assert_eq!(m.heartbeat().unwrap().member_epoch, 0);
+        // Stopped by another process taking the instance id: no heartbeat ever again.
+        let mut m = stable(parts(&[(1, &[0, 1])]), 3);
+        m.heartbeat();
+        m.on_answer(ok(4, Some(parts(&[(1, &[0])]))));
+        m.heartbeat();
+        m.on_answer(error(KafkaCode::FencedInstanceId));
+        assert_eq!(m.revoked(), []);
+        assert_eq!(m.phase(), &Phase::Left);
+        assert_eq!(m.heartbeat(), None);
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! No record lost, none re-delivered below a committed offset: 100,000 records consumed by
-//! three static members that commit after every poll while the test restarts them at random
+//! four static members that commit after every poll while the test restarts them at random
 //! (seeded, so a failure replays): within the session timeout, beyond it, and by starting a
-//! duplicate of a running instance id, which must fence the older process. The bookkeeping is
+//! duplicate of a running instance id, which must fence the older process. While the restarts
+//! run, background threads keep the CPU busy ([`CpuLoad`]), as a loaded machine does: the
+//! races between a rebalance and a poll (two reconciliations within one poll, a loss while
+//! records are buffered) then happen in most runs, not only on a busy CI machine. After every
+//! poll, the partitions the poll's events say the member holds must be those it fetches. The bookkeeping is
 //! the shared [`Checker`]'s, so this test and the chaos suite count loss the same way. The
 //! same scenario runs with the eager range assignor, with cooperative-sticky (KIP-429), whose
 //! rebalances revoke and add partitions incrementally, and on KIP-848's consumer protocol,
@@ -10,14 +14,16 @@
 use crate::consumer_tests::builder;
 use crate::group_tests::{client, topic_with_partitions};
 use crate::support::checker::{self, Checker, MemberLog};
+use crate::support::load::CpuLoad;
+use crate::support::proxy::{self, Proxy};
 use crate::support::rng::Rng;
 use crate::support::{broker, unique_name, wait_for};
 use kafka_group::unstable::key_partition;
 use kafka_group::unstable::TestHooks;
 use kafka_group::ProducerRecord;
 use kafka_group::{
-    Assignor, Client, Consumer, CooperativeStickyAssignor, Error, GroupProtocol, OffsetReset, RangeAssignor,
-    RebalanceProtocol,
+    ApiKey, Assignor, Client, Consumer, CooperativeStickyAssignor, Error, GroupProtocol, OffsetReset,
+    RangeAssignor, RebalanceProtocol,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -26,13 +32,32 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const RECORDS: usize = 100_000;
-const PARTITIONS: i32 = 6;
-const SESSION: Duration = Duration::from_secs(4);
-const MAX_POLL_RECORDS: usize = 500;
+/// Enough for a member's share to come from several others, each giving its part up at its own
+/// next poll: the assignment then grows in several steps.
+const PARTITIONS: i32 = 24;
+/// The classic members' session: short, so that a restart beyond it is quick and a loaded
+/// machine's late heartbeats sometimes expire it too.
+const SESSION: Duration = Duration::from_secs(3);
+const MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
+const MAX_POLL_RECORDS: usize = 100;
 /// While the restarts run, each poll's "processing" takes this long, so that consuming lasts
-/// longer than the restart plan and every restart lands mid-stream.
+/// longer than the restart plan and every restart lands mid-stream: at most 4 × 100 records
+/// per 500 ms, 800 a second, against a plan of about 40 s (classic) to 80 s (the consumer
+/// protocol, whose refused duplicates wait out `unreleased_instance_id_timeout`).
 const PROCESSING: Duration = Duration::from_millis(500);
 const SEED: u64 = 0x6e6f_6c6f_7373;
+/// The application's poll timeout: long enough that a poll which took an assignment is still
+/// running when the group's next step comes (see [`SLOW_OFFSET_FETCH`]).
+const POLL: Duration = Duration::from_secs(3);
+/// While the restarts run, the consumers' OffsetFetch answers are held this long (by a proxy
+/// between them and the broker), as a busy coordinator's are: a poll that took an assignment
+/// spends longer than a heartbeat interval (500 ms on the test brokers) before its first
+/// records, so the group's next step (a consumer-protocol member's next reconciliation as
+/// other members give partitions up one by one, or a classic rebalance) comes while that
+/// poll runs. A consumer that let such a poll carry two changes of the assignment failed this
+/// test in the first run with these settings (`unassigned 10512`); with 600 ms and a 1 s
+/// poll it passed three runs.
+const SLOW_OFFSET_FETCH: Duration = Duration::from_millis(1000);
 
 #[derive(Debug, PartialEq, Eq)]
 enum End {
@@ -127,7 +152,7 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
                 Err(e) => End::Failed(format!("close: {e}")),
             };
         }
-        let polled = match c.poll(Duration::from_millis(200)) {
+        let polled = match c.poll(POLL) {
             Ok(p) => p,
             Err(Error::Fenced { .. }) => return End::Fenced,
             Err(Error::InstanceInUse { .. }) => return End::Refused,
@@ -141,6 +166,7 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
             // processed, so there is nothing left to commit before the rejoin.
             if !cooperative {
                 log.revoked();
+                log.holds(&c.assignment());
                 continue;
             }
             // Cooperative: only these go; what the poll added comes with them.
@@ -156,6 +182,8 @@ fn run(mut c: Consumer, mut log: MemberLog, throttle: &AtomicBool, stop: &Atomic
                 Err(e) => return End::Failed(format!("committed: {e}")),
             }
         }
+        // What the events said, against what the consumer fetches from now on.
+        log.holds(&c.assignment());
         if polled.records.is_empty() {
             if stop.load(Ordering::SeqCst) == CRASH {
                 // A member with nothing left to read crashes all the same.
@@ -195,20 +223,20 @@ fn processed(ctx: &Ctx) -> usize {
 
 #[test]
 fn static_members_restarted_at_random_lose_nothing() {
-    lose_nothing(Some(Arc::new(RangeAssignor)));
+    lose_nothing("classic eager", Some(Arc::new(RangeAssignor)));
 }
 
 #[test]
 fn cooperative_static_members_restarted_at_random_lose_nothing() {
-    lose_nothing(Some(Arc::new(CooperativeStickyAssignor)));
+    lose_nothing("classic cooperative", Some(Arc::new(CooperativeStickyAssignor)));
 }
 
 #[test]
 fn consumer_protocol_static_members_restarted_at_random_lose_nothing() {
-    lose_nothing(None);
+    lose_nothing("consumer protocol", None);
 }
 
-fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
+fn lose_nothing(path: &str, assignor: Option<Arc<dyn Assignor>>) {
     let consumer_protocol = assignor.is_none();
     let started = Instant::now();
     let b = if consumer_protocol {
@@ -216,7 +244,12 @@ fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
     } else {
         broker::shared()
     };
-    let client = client(b.bootstrap());
+    // Producer, topic and the committed-offset sampler go to the broker directly; the
+    // consumers through the proxy (speaking the broker's own release).
+    let upstream = b.addrs()[0];
+    let client = client(&upstream.to_string());
+    let proxy = Proxy::start(upstream, proxy::release_for(b.version()));
+    let consumers = crate::group_tests::client(&proxy.bootstrap());
     let topic = topic_with_partitions(&client, PARTITIONS);
     let group = unique_name("no-loss");
 
@@ -240,7 +273,7 @@ fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
     let produced_in = started.elapsed();
 
     let ctx = Ctx {
-        client: client.clone(),
+        client: consumers,
         group: group.clone(),
         topic: topic.clone(),
         checker: checker.clone(),
@@ -249,7 +282,11 @@ fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
         assignor,
     };
     let sampler = checker.sample_committed(client.clone(), &group);
-    let mut slots: Vec<Slot> = ["m0", "m1", "m2"].iter().map(|i| Slot::start(&ctx, i)).collect();
+    let mut slots: Vec<Slot> = MEMBERS.iter().map(|i| Slot::start(&ctx, i)).collect();
+    // Two threads, each busy 15 ms of every 25: most of a 2-core machine while the restarts
+    // run.
+    let load = CpuLoad::start(2, Duration::from_millis(15), Duration::from_millis(10));
+    proxy.delay_api(ApiKey::OffsetFetch, SLOW_OFFSET_FETCH);
 
     // The plan: every kind of restart at least once, in a seeded random order, on random
     // members, after random pauses.
@@ -259,6 +296,7 @@ fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
         Restart::WithinSession,
         Restart::WithinSession,
         Restart::WithinSession,
+        Restart::BeyondSession,
         Restart::BeyondSession,
         Restart::BeyondSession,
         Restart::Duplicate,
@@ -338,6 +376,13 @@ fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
         );
     }
     let at_plan_end = processed(&ctx);
+    assert!(
+        at_plan_end < RECORDS,
+        "every record was processed before the restarts ended: the later restarts tested idle \
+         consumers"
+    );
+    drop(load);
+    proxy.delay_api(ApiKey::OffsetFetch, Duration::ZERO);
     ctx.throttle.store(false, Ordering::SeqCst);
 
     wait_for("every record processed", Duration::from_secs(60), || {
@@ -394,14 +439,14 @@ fn lose_nothing(assignor: Option<Arc<dyn Assignor>>) {
         report.samples
     );
 
-    report.print("no-loss");
+    report.print(&format!("no-loss, {path}"));
     eprintln!(
-        "no-loss: {RECORDS} records over {PARTITIONS} partitions (per partition {:?}), produced in \
+        "no-loss ({path}): {RECORDS} records over {PARTITIONS} partitions (per partition {:?}), produced in \
          {produced_in:.1?}",
         expected.values().collect::<Vec<_>>()
     );
     eprintln!(
-        "no-loss: restarts {counts:?} ({crashes} as crashes); {fenced} duplicates stopped (the older fenced; under the consumer protocol the newcomer refused); {} incarnations; \
+        "no-loss ({path}): restarts {counts:?} ({crashes} as crashes); {fenced} duplicates stopped (the older fenced; under the consumer protocol the newcomer refused); {} incarnations; \
          {at_plan_end} records processed when the restarts ended; all consumed after \
          {consumed_in:.1?}, test {:.1?}",
         ctx.incarnations.load(Ordering::SeqCst),

@@ -35,7 +35,11 @@
 //!   succeed; a committed offset going down between two samples of [`Checker::sample_committed`].
 //! - **corrupt**: a value that is no id, an id that was never produced, or one offset of a
 //!   partition delivered with two different ids.
-//! - **unassigned**: a delivery of a partition the consumer held no run for.
+//! - **unassigned**: a delivery of a partition the consumer held no run for; and, where the
+//!   test checks it after each poll ([`MemberLog::holds`]), a poll after which the partitions
+//!   its events said the consumer holds differ from those it fetches (a partition it starts
+//!   fetching without an `Assigned` saying so, or one it goes on with after a `Revoked` or
+//!   `Lost`), even before any record of it comes.
 //! - **errors**: anything a consumer reported through [`MemberLog::error`] (a failed poll, a
 //!   close that failed): the tests treat every one as a failure.
 //!
@@ -103,6 +107,8 @@ struct State {
     regressions: Vec<String>,
     corrupt: Vec<String>,
     unassigned: usize,
+    /// What [`MemberLog::holds`] found, for the examples.
+    mismatches: Vec<String>,
     reordered: Vec<String>,
     errors: Vec<String>,
     samples: usize,
@@ -386,7 +392,7 @@ impl Checker {
         for id in s.ids.values() {
             *offsets_per_id.entry(*id).or_default() += 1;
         }
-        for list in [&s.reordered, &s.regressions, &s.corrupt] {
+        for list in [&s.reordered, &s.regressions, &s.corrupt, &s.mismatches] {
             examples.extend(list.iter().take(3).cloned());
         }
         Report {
@@ -527,6 +533,33 @@ impl MemberLog {
         }
         self.uncommitted
             .retain(|&i| !partitions.contains(&s.deliveries[i].tp));
+    }
+
+    /// After a poll's events were logged: `fetching` is what the consumer says it is assigned
+    /// now ([`Consumer::assignment`](kafka_group::Consumer::assignment)). A partition in one
+    /// and not the other is counted as unassigned, with an example.
+    pub fn holds(&mut self, fetching: &[TopicPartition]) {
+        let fetching: BTreeSet<&TopicPartition> = fetching.iter().collect();
+        let held: BTreeSet<&TopicPartition> = self.runs.keys().collect();
+        if fetching == held {
+            return;
+        }
+        let mut s = lock(&self.checker.state);
+        s.unassigned += fetching.symmetric_difference(&held).count();
+        let at = self.checker.started.elapsed();
+        let only_fetched: Vec<String> = fetching.difference(&held).map(|tp| tp.to_string()).collect();
+        let only_held: Vec<String> = held.difference(&fetching).map(|tp| tp.to_string()).collect();
+        let mut why = Vec::new();
+        if !only_fetched.is_empty() {
+            why.push(format!("fetches {only_fetched:?} that no Assigned reported"));
+        }
+        if !only_held.is_empty() {
+            why.push(format!(
+                "its events say it holds {only_held:?}, which it does not fetch"
+            ));
+        }
+        s.mismatches
+            .push(format!("at {at:.1?}: {} {}", self.name, why.join("; ")));
     }
 
     /// The poll returned `records`.
@@ -805,6 +838,23 @@ mod tests {
         bad[0].value = Some("x".into());
         a.delivered(&bad);
         assert_eq!(c.report().corrupt, 2);
+    }
+
+    #[test]
+    fn a_poll_that_leaves_the_events_and_the_fetched_partitions_apart_is_unassigned() {
+        let c = checker(1);
+        let mut a = c.member("a");
+        assigned(&mut a, None);
+        a.holds(&[tp()]);
+        assert_eq!(c.report().unassigned, 0);
+        // Fetched, never reported as assigned.
+        a.holds(&[tp(), TopicPartition::new(TOPIC, 1)]);
+        // Reported as revoked, still fetched.
+        a.revoked();
+        a.holds(&[tp()]);
+        let r = c.report();
+        assert_eq!(r.unassigned, 2, "{r}");
+        assert!(r.to_string().contains("no Assigned reported"), "{r}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod broker;
 pub mod certs;
 pub mod checker;
 pub mod java;
+pub mod load;
 pub mod process;
 pub mod proxy;
 pub mod rdkafka;
