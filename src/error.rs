@@ -711,9 +711,20 @@ impl Error {
 
     /// Whether the same request may work later: lost connections, moving coordinators, unknown
     /// brokers, retriable codes (which include every stale-metadata code: Kafka's
-    /// `InvalidMetadataException` is a `RetriableException`).
+    /// `InvalidMetadataException` is a `RetriableException`), and a connection another caller
+    /// of the same client held until this call's time ran out (the request never went out: a
+    /// poll that meets it at the end of its timeout tries again at the next poll, instead of
+    /// failing the application over a neighbour's slow request).
     pub(crate) fn is_transient(&self) -> bool {
-        self.is_coordinator_transient() || matches!(self, Error::Kafka { code, .. } if code.is_retriable())
+        self.is_coordinator_transient()
+            || matches!(self, Error::Kafka { code, .. } if code.is_retriable())
+            || matches!(
+                self,
+                Error::Timeout {
+                    which: Timeout::Queued,
+                    ..
+                }
+            )
     }
 
     /// Whether no connection could be made at all: nothing listening, no route, a name that
@@ -828,6 +839,21 @@ mod tests {
             code,
             message: None,
         }
+    }
+
+    #[test]
+    fn a_wait_for_a_busy_connection_is_transient_and_leaves_the_connection_alone() {
+        let e = Error::Timeout {
+            which: Timeout::Queued,
+            operation: "the Metadata connection stayed busy".into(),
+            last: None,
+        };
+        assert!(e.is_transient());
+        assert!(!e.breaks_connection());
+        assert!(
+            !e.is_coordinator_transient(),
+            "not a reason to look the coordinator up again"
+        );
     }
 
     #[test]

@@ -780,6 +780,10 @@ impl Drop for Consuming {
 /// `0..partitions` of `topic`, each exactly once.
 fn consumers_cover(cs: &[Consuming], topic: &str, partitions: i32) -> bool {
     let seen: Vec<ConsumerSeen> = cs.iter().map(Consuming::seen).collect();
+    // A consumer whose poll failed has stopped: say why now, not as a wait that timed out.
+    for (c, s) in cs.iter().zip(&seen) {
+        assert!(s.error.is_none(), "{}: poll failed: {:?}", c.instance, s.error);
+    }
     let all: BTreeSet<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
     let total: usize = seen.iter().map(|s| s.assignment.len()).sum();
     let union: BTreeSet<TopicPartition> = seen.iter().flat_map(|s| s.assignment.iter().cloned()).collect();
