@@ -224,10 +224,20 @@ pub enum Error {
         /// The broker id asked for.
         id: i32,
     },
-    /// A broker address that resolved to no socket address.
+    /// A broker address that resolved to no socket address: the host is unknown to DNS (or
+    /// the name service failed), or the lookup found nothing.
     Unresolved {
         /// The address (`host:port`).
         addr: String,
+        /// The resolver's error, `None` when the lookup succeeded with no address.
+        source: Option<io::Error>,
+    },
+    /// [`ClientBuilder::property`](crate::ClientBuilder::property) was given a property name
+    /// this client does not know (a typo, or a setting of another client such as
+    /// `ssl.keystore.location`).
+    UnknownProperty {
+        /// The name as given.
+        property: String,
     },
     /// There was nowhere to send a request: no broker known and no bootstrap address.
     NoBrokers,
@@ -441,7 +451,12 @@ impl fmt::Display for Error {
             ),
             Error::NoLeader { partition } => write!(f, "{partition}: no leader is known for this partition"),
             Error::UnknownBroker { id } => write!(f, "broker {id} is not in the cluster metadata"),
-            Error::Unresolved { addr } => write!(f, "{addr} resolved to no address"),
+            Error::Unresolved { addr, source: Some(e) } => write!(f, "cannot resolve {addr}: {e}"),
+            Error::Unresolved { addr, source: None } => write!(f, "{addr} resolved to no address"),
+            Error::UnknownProperty { property } => write!(
+                f,
+                "unknown configuration property `{property}`: not a setting this client knows"
+            ),
             Error::NoBrokers => f.write_str("no broker known and no bootstrap address to send to"),
             Error::InvalidBrokerAddress { id, host, port } => {
                 write!(f, "broker {id} has an invalid address {host}:{port}")
@@ -562,6 +577,9 @@ impl std::error::Error for Error {
             Error::Timeout { last: Some(last), .. } => Some(last.as_ref()),
             Error::ReconnectBackoff { last: Some(last), .. } => Some(last.as_ref()),
             Error::Tls { source, .. } => Some(source.as_ref()),
+            Error::Unresolved {
+                source: Some(source), ..
+            } => Some(source),
             Error::TokenProvider { source } => Some(source.as_ref()),
             Error::Delivery { first, .. } => Some(first.as_ref()),
             _ => None,
@@ -815,6 +833,7 @@ mod tests {
             timeout(Timeout::Connect),
             Error::Unresolved {
                 addr: "b:9092".into(),
+                source: None,
             },
             Error::NoBrokers,
         ] {

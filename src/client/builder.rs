@@ -189,8 +189,9 @@ impl ClientBuilder {
     /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`, `ssl.key.password`,
     /// `sasl.mechanism`, `sasl.username`, `sasl.password`, `sasl.jaas.config`,
     /// `ssl.endpoint.identification.algorithm` (`https`, or empty/`none`, as Java's empty
-    /// value means). An unknown name is an [`Error::Config`] naming it, so that a typo is not
-    /// silently ignored; a value that does not parse likewise.
+    /// value means). An unknown name is an [`Error::UnknownProperty`] naming it, so that a typo
+    /// is not silently ignored; a value that does not parse is an [`Error::Config`] naming its
+    /// property.
     pub fn property(self, key: &str, value: &str) -> Result<Self> {
         let value = value.trim();
         let ms = |property: &'static str| -> Result<Duration> {
@@ -238,9 +239,8 @@ impl ClientBuilder {
                 })
             }
             _ => {
-                return Err(Error::Config {
-                    property: "(property name)",
-                    problem: format!("{key:?} is not a client setting this client knows"),
+                return Err(Error::UnknownProperty {
+                    property: key.to_string(),
                 })
             }
         })
@@ -262,6 +262,22 @@ impl ClientBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_property_is_named_in_the_error() {
+        let e = Client::builder()
+            .property("ssl.keystore.location", "/etc/kafka/client.jks")
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::UnknownProperty { property } if property == "ssl.keystore.location"),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("`ssl.keystore.location`") && !text.contains("(property name)"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn properties_set_the_same_settings_as_the_setters() {

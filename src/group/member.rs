@@ -380,6 +380,14 @@ impl GroupMember {
         self.consumer_state().unwrap_or(self.state.state())
     }
 
+    /// Why the member has not joined (yet): the last error its join retried past, such as a
+    /// refused connection or a coordinator not available. `None` once a join succeeded, and
+    /// before any failed. A `poll` that keeps retrying returns `Ok` with no events; this is
+    /// what a program that gives up on joining reports (the CLI's `join` does).
+    pub fn last_join_error(&self) -> Option<&Error> {
+        self.last_join_error.as_ref()
+    }
+
     /// The generation joined last; under the consumer protocol, the member epoch (its `id`)
     /// and the member id as of the last call.
     pub fn generation(&self) -> Option<&Generation> {

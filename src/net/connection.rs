@@ -204,6 +204,17 @@ pub struct Connection {
     reauthentication_sink: Option<Arc<AtomicU64>>,
 }
 
+/// How an error names the broker at `addr` reached at `peer`: the address alone when it is
+/// the peer's already (`127.0.0.1:9092`), else both (`broker-1:9092 (10.0.0.7:9092)`), since a
+/// host name may resolve to several addresses and the failing one is worth knowing.
+fn peer_text(addr: &str, peer: SocketAddr) -> String {
+    if addr.parse::<SocketAddr>().is_ok_and(|a| a == peer) {
+        addr.to_string()
+    } else {
+        format!("{addr} ({peer})")
+    }
+}
+
 impl Connection {
     /// Connects to `addr` (`host:port`), trying each resolved address in turn, then runs the
     /// ApiVersions handshake.
@@ -229,13 +240,14 @@ impl Connection {
     ) -> Result<Connection> {
         let resolved: Vec<SocketAddr> = addr
             .to_socket_addrs()
-            .map_err(|source| Error::Io {
+            .map_err(|source| Error::Unresolved {
                 addr: addr.to_string(),
-                source,
+                source: Some(source),
             })?
             .collect();
         let mut last = Error::Unresolved {
             addr: addr.to_string(),
+            source: None,
         };
         for peer in resolved {
             let connect_timeout = crate::deadline::clamp(config.connect_timeout, deadline);
@@ -278,13 +290,13 @@ impl Connection {
                 Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
                     last = Error::Timeout {
                         which: Timeout::Connect,
-                        operation: format!("{addr} ({peer})"),
+                        operation: peer_text(addr, peer),
                         last: None,
                     }
                 }
                 Err(source) => {
                     last = Error::Io {
-                        addr: format!("{addr} ({peer})"),
+                        addr: peer_text(addr, peer),
                         source,
                     }
                 }
@@ -930,7 +942,37 @@ fn frame_capacity(cap: usize, needed: usize, size: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::frame_capacity;
+    use super::{frame_capacity, Connection, ConnectionConfig};
+    use crate::error::Error;
+
+    #[test]
+    fn a_host_that_does_not_resolve_is_unresolved_with_its_cause() {
+        // `.invalid` never resolves (RFC 2606).
+        let e = Connection::connect("no-such-host.invalid:9092", &ConnectionConfig::default())
+            .map(|_| ())
+            .expect_err("connected to no-such-host.invalid");
+        assert!(
+            matches!(&e, Error::Unresolved { addr, source: Some(_) } if addr == "no-such-host.invalid:9092"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("no-such-host.invalid:9092"), "{e}");
+    }
+
+    #[test]
+    fn an_address_is_named_once_and_a_host_with_what_it_resolved_to() {
+        // Port 1 on the loopback: refused at once.
+        let e = Connection::connect("127.0.0.1:1", &ConnectionConfig::default())
+            .map(|_| ())
+            .expect_err("connected to port 1");
+        let text = e.to_string();
+        assert_eq!(text.matches("127.0.0.1:1").count(), 1, "{text}");
+        let peer = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(super::peer_text("127.0.0.1:1", peer), "127.0.0.1:1");
+        assert_eq!(super::peer_text("localhost:1", peer), "localhost:1 (127.0.0.1:1)");
+        let v6 = "[::1]:9092".parse().unwrap();
+        assert_eq!(super::peer_text("[::1]:9092", v6), "[::1]:9092");
+        assert_eq!(super::peer_text("[0:0::1]:9092", v6), "[0:0::1]:9092");
+    }
 
     #[test]
     fn frame_buffers_double_but_never_past_the_frame() {

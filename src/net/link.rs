@@ -626,7 +626,23 @@ pub(crate) fn copy_of(e: &Error) -> Option<Error> {
             addr: addr.clone(),
             violation: violation.clone(),
         },
-        Error::Unresolved { addr } => Error::Unresolved { addr: addr.clone() },
+        Error::Unresolved { addr, source } => Error::Unresolved {
+            addr: addr.clone(),
+            source: source
+                .as_ref()
+                .map(|e| std::io::Error::new(e.kind(), e.to_string())),
+        },
+        Error::ReconnectBackoff { addr, retry_in, last } => Error::ReconnectBackoff {
+            addr: addr.clone(),
+            retry_in: *retry_in,
+            last: last.as_deref().and_then(copy_of).map(Box::new),
+        },
+        Error::NoCoordinator { group } => Error::NoCoordinator { group: group.clone() },
+        Error::NoLeader { partition } => Error::NoLeader {
+            partition: partition.clone(),
+        },
+        Error::UnknownBroker { id } => Error::UnknownBroker { id: *id },
+        Error::NoBrokers => Error::NoBrokers,
         Error::Kafka { api, code, message } => Error::Kafka {
             api: *api,
             code: *code,

@@ -6,8 +6,10 @@ use crate::error::{Error, Result};
 use crate::net::sasl::Secret;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -227,7 +229,7 @@ fn bundled_roots(_: &mut RootCertStore) -> Result<()> {
 impl TlsSettings {
     /// Checks the files and builds the rustls configuration. No network call.
     pub(crate) fn client_config(&self) -> Result<Tls> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(ring_provider());
         let mut roots = RootCertStore::empty();
         match &self.ca_location {
             Some(path) => {
@@ -265,7 +267,7 @@ impl TlsSettings {
             EndpointIdentification::Https => verifier,
             EndpointIdentification::None => Arc::new(AnyName(verifier)),
         };
-        let builder = ClientConfig::builder_with_provider(provider)
+        let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(|e| Error::Config {
                 property: "security.protocol",
@@ -277,15 +279,11 @@ impl TlsSettings {
             (None, None) => builder.with_no_client_auth(),
             (Some(cert), Some(key)) => {
                 let chain = certificates("ssl.certificate.location", cert)?;
-                let key = read_pem("ssl.key.location", key, |p| {
+                let key_der = read_pem("ssl.key.location", key, |p| {
                     private_key(p, self.key_password.as_ref())
                 })?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| Error::Config {
-                        property: "ssl.key.location",
-                        problem: format!("the key does not fit the certificate: {e}"),
-                    })?
+                let certified = certified_key(&provider, chain, key_der, cert, key)?;
+                builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
             }
             (Some(_), None) => {
                 return Err(Error::Config {
@@ -302,6 +300,93 @@ impl TlsSettings {
         };
         Ok(Tls(Arc::new(config)))
     }
+}
+
+/// rustls' provider backed by *ring* (see Cargo.toml for why *ring*). rustls 0.23.48 marks
+/// `ring::default_provider` deprecated because *ring* has no post-quantum key exchange, and
+/// offers no other way to get this provider: its own feature-selected default calls the same
+/// function under the same `allow`. Kafka brokers (Java's TLS) negotiate X25519 or the NIST
+/// curves, which *ring* has, so nothing is lost; the warning would only reach every build.
+#[allow(deprecated)]
+fn ring_provider() -> CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
+
+/// The client certificate chain and its key, checked only for belonging together: the public
+/// key of the chain's first certificate must be the private key's. The certificate is not
+/// validated otherwise (version, extensions, dates, issuer): that is the broker's to judge, and
+/// a v1 certificate (`openssl x509 -req` without `-extfile`), which Java and librdkafka send,
+/// would fail a check meant for server certificates.
+fn certified_key(
+    provider: &CryptoProvider,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<CertifiedKey> {
+    let signing = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| Error::Config {
+            property: "ssl.key.location",
+            problem: format!(
+                "{} is not a private key this client can sign with (RSA, ECDSA P-256 or P-384, \
+             Ed25519): {e}",
+                key_path.display()
+            ),
+        })?;
+    // `certificates` never returns an empty chain.
+    let Some(first) = chain.first() else {
+        return Err(Error::Config {
+            property: "ssl.certificate.location",
+            problem: format!("{} holds no PEM certificate", cert_path.display()),
+        });
+    };
+    let cert_spki = certificate_spki(first).map_err(|e| Error::Config {
+        property: "ssl.certificate.location",
+        problem: format!("{} is not an X.509 certificate: {e}", cert_path.display()),
+    })?;
+    match signing.public_key() {
+        Some(key_spki) if key_spki.as_ref() != cert_spki => Err(Error::Config {
+            property: "ssl.key.location",
+            problem: format!(
+                "the private key in {} does not match the certificate in {} \
+                 (ssl.certificate.location): their public keys differ",
+                key_path.display(),
+                cert_path.display()
+            ),
+        }),
+        // A key whose public half rustls cannot derive cannot be compared; the broker will
+        // refuse the handshake if the two do not belong together.
+        _ => Ok(CertifiedKey::new(chain, signing)),
+    }
+}
+
+/// The DER of an X.509 certificate's SubjectPublicKeyInfo (RFC 5280 4.1), found by stepping
+/// over the fields before it. Works for every version: v1 lacks the `[0]` version field and
+/// the extensions, which come after the key anyway.
+fn certificate_spki(cert: &[u8]) -> std::result::Result<&[u8], pkcs8::der::Error> {
+    use pkcs8::der::{Decode, Header, Reader, SliceReader, Tag, TagNumber};
+    let mut outer = SliceReader::new(cert)?;
+    let certificate = Header::decode(&mut outer)?;
+    certificate.tag.assert_eq(Tag::Sequence)?;
+    let mut certificate = SliceReader::new(outer.read_slice(certificate.length)?)?;
+    let tbs = Header::decode(&mut certificate)?;
+    tbs.tag.assert_eq(Tag::Sequence)?;
+    let mut tbs = SliceReader::new(certificate.read_slice(tbs.length)?)?;
+    let version = Tag::ContextSpecific {
+        constructed: true,
+        number: TagNumber::N0,
+    };
+    if tbs.peek_tag()? == version {
+        tbs.tlv_bytes()?;
+    }
+    // serialNumber, signature, issuer, validity, subject.
+    for _ in 0..5 {
+        tbs.tlv_bytes()?;
+    }
+    tbs.peek_tag()?.assert_eq(Tag::Sequence)?;
+    tbs.tlv_bytes()
 }
 
 /// The name to verify and send as SNI for a broker at `host` (its advertised host name, or an

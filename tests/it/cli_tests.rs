@@ -137,6 +137,15 @@ fn describe_shows_static_members_and_remove_member_takes_effect() {
     assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("UNKNOWN_MEMBER_ID"), "{}", run.stdout);
     assert!(run.stderr.contains("nobody"), "{}", run.stderr);
+
+    // Removing a member whose process still runs: it rejoins with a new member id, which
+    // --wait sees (exit 5).
+    let run = cli(
+        bootstrap,
+        &["remove-member", &group, "--instance-id", "cli-b", "--wait", "30"],
+    );
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("cli-b"), "{}", run.stderr);
     drop(b);
 }
 
@@ -518,4 +527,79 @@ fn a_consumer_protocol_group_is_described_with_its_epochs_and_members() {
                 == Some(4)
     });
     drop(j2);
+}
+
+/// Runs the binary with exactly `args` (no added `--timeout`), standard input closed.
+fn cli_raw(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
+        .args(args)
+        .env_remove("KAFKA_BOOTSTRAP")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Every exit code is listed in `--help`, with what it means.
+#[test]
+fn help_lists_every_exit_code() {
+    let help = cli_raw(&["--help"]);
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    let codes = help
+        .stdout
+        .split_once("Exit codes:")
+        .unwrap_or_else(|| panic!("no exit codes in:\n{}", help.stdout))
+        .1;
+    for code in 0..=6 {
+        assert!(
+            codes
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} "))),
+            "exit code {code} missing from:\n{codes}"
+        );
+    }
+}
+
+/// A broker that cannot be reached is exit 2, with the cause (the address and what the
+/// connection met) on standard error.
+#[test]
+fn an_unreachable_broker_exits_2_naming_the_cause() {
+    let run = cli_raw(&[
+        "--bootstrap-server",
+        "127.0.0.1:1",
+        "--timeout",
+        "2",
+        "broker-versions",
+    ]);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("127.0.0.1:1"), "{}", run.stderr);
+}
+
+/// `join` that never reached its group in `--duration` (no broker at the address) exits 6, not
+/// 0, and says why: the last error its join retried past.
+#[test]
+fn join_that_never_joined_exits_6_with_the_last_cause() {
+    let run = cli_raw(&[
+        "--bootstrap-server",
+        "127.0.0.1:1",
+        "join",
+        "g",
+        "--instance-id",
+        "w1",
+        "--topic",
+        "t",
+        "--duration",
+        "5",
+    ]);
+    assert_eq!(run.code, 6, "{}\n{}", run.stdout, run.stderr);
+    let last = run.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("never joined") && last.contains("127.0.0.1:1") && last.contains("refused"),
+        "{}",
+        run.stderr
+    );
 }

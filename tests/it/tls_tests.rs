@@ -322,3 +322,152 @@ fn an_encrypted_client_key_opens_with_its_password_on_a_real_mtls_listener() {
     let text = config_error(mtls(&legacy).ssl_key_password("legacy-secret"));
     assert!(text.contains("openssl pkcs8 -topk8"), "{text}");
 }
+
+/// Runs `openssl` with `args`, panicking with its standard error if it fails.
+fn openssl(args: &[&std::ffi::OsStr]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// An X.509 v1 client certificate, as `openssl x509 -req` without `-extfile` makes it (and
+/// many Kafka mTLS guides do), is sent to the real broker's mTLS listener, which accepts it:
+/// the client does not judge its own certificate, the broker does. Signed by the broker's test
+/// CA for `CN=client`, the principal the listener's authorizer lets do everything.
+#[test]
+fn a_v1_client_certificate_authenticates_on_a_real_mtls_listener() {
+    use crate::support::secure;
+    use kafka_group::ProducerRecord;
+    let b = secure::shared();
+    let scratch = Ca::new("v1-client");
+    let (key, csr, cert) = (
+        scratch.dir().join("v1.key"),
+        scratch.dir().join("v1.csr"),
+        scratch.dir().join("v1.pem"),
+    );
+    let ca_key = b.tls.ca.with_file_name("ca.key");
+    openssl(&[
+        "req".as_ref(),
+        "-newkey".as_ref(),
+        "rsa:2048".as_ref(),
+        "-nodes".as_ref(),
+        "-subj".as_ref(),
+        "/CN=client".as_ref(),
+        "-keyout".as_ref(),
+        key.as_os_str(),
+        "-out".as_ref(),
+        csr.as_os_str(),
+    ]);
+    openssl(&[
+        "x509".as_ref(),
+        "-req".as_ref(),
+        "-days".as_ref(),
+        "2".as_ref(),
+        "-in".as_ref(),
+        csr.as_os_str(),
+        "-CA".as_ref(),
+        b.tls.ca.as_os_str(),
+        "-CAkey".as_ref(),
+        ca_key.as_os_str(),
+        "-CAserial".as_ref(),
+        scratch.dir().join("ca.srl").as_os_str(),
+        "-CAcreateserial".as_ref(),
+        "-out".as_ref(),
+        cert.as_os_str(),
+    ]);
+    let text = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Version: 1 (0x0)"), "not a v1 certificate: {text}");
+
+    let client = Client::builder()
+        .bootstrap_servers(format!("localhost:{}", b.mtls().port()))
+        .security_protocol(SecurityProtocol::Ssl)
+        .ssl_ca_location(&b.tls.ca)
+        .ssl_certificate_location(&cert)
+        .ssl_key_location(&key)
+        .request_timeout(Duration::from_secs(10))
+        .api_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap_or_else(|e| panic!("a v1 client certificate was refused: {e}"));
+    // Requests the broker authorizes only for the certificate's principal: create a topic,
+    // produce to it.
+    let topic = crate::support::create_topic(&client, "v1-cert", 1, 1);
+    let mut producer = client.producer().build().unwrap();
+    let handle = producer
+        .send(ProducerRecord::new(&topic, "over a v1 certificate"))
+        .unwrap();
+    producer.flush().unwrap();
+    assert!(
+        handle.try_result().is_some_and(|r| r.is_ok()),
+        "{:?}",
+        handle.try_result()
+    );
+    producer.close().unwrap();
+}
+
+/// A key that is not the certificate's is a configuration error from `build()` naming
+/// `ssl.key.location` and saying that the two do not match, for a v3 certificate as well as for
+/// a v1 one (whose check must not depend on parsing it as a server certificate would be).
+#[test]
+fn a_client_key_that_is_not_the_certificates_is_refused_at_build() {
+    let ca = Ca::new("mismatch");
+    let leaf = ca.issue("client", &["client"], false);
+    let other = ca.issue("other", &["other"], false);
+    // A v1 certificate for `leaf`'s key, made by openssl from a request signed by that key.
+    let (csr, v1) = (ca.dir().join("v1.csr"), ca.dir().join("v1.pem"));
+    openssl(&[
+        "req".as_ref(),
+        "-new".as_ref(),
+        "-subj".as_ref(),
+        "/CN=client".as_ref(),
+        "-key".as_ref(),
+        leaf.key_pem.as_os_str(),
+        "-out".as_ref(),
+        csr.as_os_str(),
+    ]);
+    openssl(&[
+        "x509".as_ref(),
+        "-req".as_ref(),
+        "-days".as_ref(),
+        "2".as_ref(),
+        "-in".as_ref(),
+        csr.as_os_str(),
+        "-signkey".as_ref(),
+        leaf.key_pem.as_os_str(),
+        "-out".as_ref(),
+        v1.as_os_str(),
+    ]);
+    for cert in [&leaf.cert_pem, &v1] {
+        let builder = || {
+            Client::builder()
+                .bootstrap_servers("localhost:9093")
+                .security_protocol(SecurityProtocol::Ssl)
+                .ssl_ca_location(ca.pem())
+                .ssl_certificate_location(cert)
+        };
+        // The right key builds.
+        builder().ssl_key_location(&leaf.key_pem).build().unwrap();
+        let e = builder().ssl_key_location(&other.key_pem).build().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Config {
+                    property: "ssl.key.location",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("does not match") && text.contains("other-key.pem"),
+            "{text}"
+        );
+    }
+}

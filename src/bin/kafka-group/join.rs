@@ -74,6 +74,10 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(u32::MAX as u64))
     });
     let mut printed: u64 = 0;
+    let started = Instant::now();
+    // A member that retries its join forever returns empty polls: without this, a command
+    // that never reached a broker would end as a success.
+    let mut joined = false;
     loop {
         if input_closed.load(Ordering::SeqCst) {
             log::info!("end of input on the terminal; stopping");
@@ -87,6 +91,12 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
             None => POLL,
         };
         let polled = consumer.poll(wait)?;
+        joined = joined
+            || polled
+                .events
+                .iter()
+                .any(|e| matches!(e, GroupEvent::Assigned { .. }))
+            || consumer.member().is_some_and(|m| m.generation().is_some());
         for event in &polled.events {
             print_event(ctx.json, event);
         }
@@ -118,6 +128,24 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<(), Failure> {
         if args.max_records.is_some_and(|max| printed >= max) {
             break;
         }
+    }
+    if !joined {
+        let cause = consumer
+            .member()
+            .and_then(|m| m.last_join_error())
+            .map_or_else(|| "no answer from its coordinator".to_string(), |e| e.to_string());
+        // Nothing to commit and no partitions to hand back: the close is only for tidiness.
+        if let Err(e) = consumer.close() {
+            log::debug!("close after a join that never succeeded: {e}");
+        }
+        return Err(Failure::new(
+            crate::NEVER_JOINED,
+            format!(
+                "never joined group {} in {:.1?}: {cause}",
+                args.group,
+                started.elapsed()
+            ),
+        ));
     }
     consumer.close()?;
     Ok(())

@@ -27,6 +27,8 @@ Exit codes:
      remove-member of an instance id that is not in the group
   4  not supported by the broker (too old: missing capability or no common API version)
   5  remove-member --wait: a removed instance came back (its process still runs)
+  6  join: the member never joined its group before --duration, --max-records or the end
+     of input stopped it (the last cause, e.g. a refused connection, is printed)
 
 Logs go to standard error (-v info, -vv debug, -vvv trace; RUST_LOG overrides).";
 
@@ -93,6 +95,8 @@ pub const NOT_FOUND: u8 = 3;
 pub const UNSUPPORTED: u8 = 4;
 /// Exit code 5.
 pub const CAME_BACK: u8 = 5;
+/// Exit code 6.
+pub const NEVER_JOINED: u8 = 6;
 
 impl Failure {
     pub fn new(code: u8, message: impl Into<String>) -> Failure {
