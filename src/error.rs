@@ -753,10 +753,17 @@ impl Error {
     pub(crate) fn is_not_connected(&self) -> bool {
         use io::ErrorKind as K;
         match self {
-            Error::Io { source, .. } => matches!(
-                source.kind(),
-                K::ConnectionRefused | K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable
-            ),
+            Error::Io { source, .. } => {
+                let kind = source.kind();
+                // `HostUnreachable` and `NetworkUnreachable` are named only from Rust 1.83;
+                // older releases already map the OS errors to them, so their names tell them
+                // apart on every Rust this crate builds on.
+                matches!(kind, K::ConnectionRefused | K::AddrNotAvailable)
+                    || matches!(
+                        format!("{kind:?}").as_str(),
+                        "HostUnreachable" | "NetworkUnreachable"
+                    )
+            }
             Error::Timeout { which, .. } => *which == Timeout::Connect,
             Error::Unresolved { .. } | Error::ReconnectBackoff { .. } | Error::NoBrokers => true,
             _ => false,
