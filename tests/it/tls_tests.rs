@@ -332,6 +332,19 @@ fn openssl(args: &[&std::ffi::OsStr]) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Signs the request `csr` into `out` as `openssl x509 -req` does without `-extfile`: an X.509
+/// v1 certificate, valid two days. `signer` says by whom (`-CA …` or `-signkey …`).
+fn sign_v1(csr: &std::path::Path, signer: &[&std::ffi::OsStr], out: &std::path::Path) {
+    let mut args: Vec<&std::ffi::OsStr> = ["x509", "-req", "-days", "2", "-in"]
+        .iter()
+        .map(|a| a.as_ref())
+        .collect();
+    args.push(csr.as_os_str());
+    args.extend_from_slice(signer);
+    args.extend(["-out".as_ref(), out.as_os_str()]);
+    openssl(&args);
+}
+
 /// An X.509 v1 client certificate, as `openssl x509 -req` without `-extfile` makes it (and
 /// many Kafka mTLS guides do), is sent to the real broker's mTLS listener, which accepts it:
 /// the client does not judge its own certificate, the broker does. Signed by the broker's test
@@ -360,23 +373,20 @@ fn a_v1_client_certificate_authenticates_on_a_real_mtls_listener() {
         "-out".as_ref(),
         csr.as_os_str(),
     ]);
-    openssl(&[
-        "x509".as_ref(),
-        "-req".as_ref(),
-        "-days".as_ref(),
-        "2".as_ref(),
-        "-in".as_ref(),
-        csr.as_os_str(),
-        "-CA".as_ref(),
-        b.tls.ca.as_os_str(),
-        "-CAkey".as_ref(),
-        ca_key.as_os_str(),
-        "-CAserial".as_ref(),
-        scratch.dir().join("ca.srl").as_os_str(),
-        "-CAcreateserial".as_ref(),
-        "-out".as_ref(),
-        cert.as_os_str(),
-    ]);
+    let serial = scratch.dir().join("ca.srl");
+    sign_v1(
+        &csr,
+        &[
+            "-CA".as_ref(),
+            b.tls.ca.as_os_str(),
+            "-CAkey".as_ref(),
+            ca_key.as_os_str(),
+            "-CAserial".as_ref(),
+            serial.as_os_str(),
+            "-CAcreateserial".as_ref(),
+        ],
+        &cert,
+    );
     let text = std::process::Command::new("openssl")
         .args(["x509", "-noout", "-text", "-in"])
         .arg(&cert)
@@ -431,18 +441,7 @@ fn a_client_key_that_is_not_the_certificates_is_refused_at_build() {
         "-out".as_ref(),
         csr.as_os_str(),
     ]);
-    openssl(&[
-        "x509".as_ref(),
-        "-req".as_ref(),
-        "-days".as_ref(),
-        "2".as_ref(),
-        "-in".as_ref(),
-        csr.as_os_str(),
-        "-signkey".as_ref(),
-        leaf.key_pem.as_os_str(),
-        "-out".as_ref(),
-        v1.as_os_str(),
-    ]);
+    sign_v1(&csr, &["-signkey".as_ref(), leaf.key_pem.as_os_str()], &v1);
     for cert in [&leaf.cert_pem, &v1] {
         let builder = || {
             Client::builder()
