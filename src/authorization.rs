@@ -22,6 +22,8 @@ pub enum Resource {
     Group(String),
     /// The cluster itself (`CLUSTER_AUTHORIZATION_FAILED`).
     Cluster,
+    /// A transactional producer's `transactional.id` (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`).
+    TransactionalId(String),
 }
 
 impl fmt::Display for Resource {
@@ -30,6 +32,7 @@ impl fmt::Display for Resource {
             Resource::Topic(t) => write!(f, "topic `{t}`"),
             Resource::Group(g) => write!(f, "group `{g}`"),
             Resource::Cluster => f.write_str("the cluster"),
+            Resource::TransactionalId(t) => write!(f, "transactional id `{t}`"),
         }
     }
 }
@@ -40,6 +43,7 @@ impl fmt::Display for Resource {
 pub(crate) struct Scope<'a> {
     pub(crate) topic: Option<&'a str>,
     pub(crate) group: Option<&'a str>,
+    pub(crate) transactional_id: Option<&'a str>,
 }
 
 impl<'a> Scope<'a> {
@@ -47,15 +51,24 @@ impl<'a> Scope<'a> {
     pub(crate) fn topic(topic: &'a str) -> Self {
         Scope {
             topic: Some(topic),
-            group: None,
+            ..Scope::default()
         }
     }
 
     /// About a group.
     pub(crate) fn group(group: &'a str) -> Self {
         Scope {
-            topic: None,
             group: Some(group),
+            ..Scope::default()
+        }
+    }
+
+    /// About a transactional producer (and, for TxnOffsetCommit, its consumer group).
+    pub(crate) fn transaction(transactional_id: &'a str, group: Option<&'a str>) -> Self {
+        Scope {
+            transactional_id: Some(transactional_id),
+            group,
+            ..Scope::default()
         }
     }
 }
@@ -68,6 +81,9 @@ pub(crate) fn resource_for(code: KafkaCode, scope: Scope<'_>) -> Option<Resource
         KafkaCode::TopicAuthorizationFailed => scope.topic.map(|t| Resource::Topic(t.to_string())),
         KafkaCode::GroupAuthorizationFailed => scope.group.map(|g| Resource::Group(g.to_string())),
         KafkaCode::ClusterAuthorizationFailed => Some(Resource::Cluster),
+        KafkaCode::TransactionalIdAuthorizationFailed => scope
+            .transactional_id
+            .map(|t| Resource::TransactionalId(t.to_string())),
         _ => None,
     }
 }
@@ -92,6 +108,22 @@ pub(crate) fn needed_operation(api: ApiKey, resource: &Resource) -> Option<&'sta
         // The idempotent producer: InitProducerId, and Produce with a producer id on brokers
         // before 2.8.
         (A::InitProducerId | A::Produce, Resource::Cluster) => Some("IDEMPOTENT_WRITE"),
+        // Every call of a transactional producer writes under its transactional id.
+        (
+            A::InitProducerId
+            | A::Produce
+            | A::AddPartitionsToTxn
+            | A::AddOffsetsToTxn
+            | A::TxnOffsetCommit
+            | A::EndTxn
+            | A::FindCoordinator,
+            Resource::TransactionalId(_),
+        ) => Some(if matches!(api, A::FindCoordinator) {
+            "DESCRIBE"
+        } else {
+            "WRITE"
+        }),
+        (A::TxnOffsetCommit | A::AddOffsetsToTxn, Resource::Group(_)) => Some("READ"),
         _ => None,
     }
 }
@@ -144,6 +176,7 @@ mod tests {
         let scope = Scope {
             topic: Some("orders"),
             group: Some("billing"),
+            ..Scope::default()
         };
         assert_eq!(
             resource_for(KafkaCode::TopicAuthorizationFailed, scope),

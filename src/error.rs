@@ -64,6 +64,30 @@ pub enum ProtocolViolation {
     Handshake(String),
 }
 
+/// What an application must do after an [`Error::Transaction`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransactionAction {
+    /// Abort the transaction ([`Producer::abort_transaction`](crate::Producer::abort_transaction))
+    /// and redo its work from the last committed offsets; the producer stays usable.
+    Abort,
+    /// Close the producer: it cannot be used any more (fenced, not authorized, or its state
+    /// lost). A new producer with the same `transactional.id` may start over.
+    Close,
+}
+
+/// Whether `e` says another producer with the same transactional id took over.
+fn is_fencing(e: &Error) -> bool {
+    matches!(
+        e.kafka_code(),
+        Some(
+            KafkaCode::ProducerFenced
+                | KafkaCode::InvalidProducerEpoch
+                | KafkaCode::TransactionCoordinatorFenced
+        )
+    )
+}
+
 /// Everything that can go wrong in the client.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -203,6 +227,39 @@ pub enum Error {
         failed: usize,
         /// The first failure among them.
         first: std::sync::Arc<Error>,
+    },
+    /// A transactional producer's transaction (or the producer itself) failed, and `action`
+    /// says what the application must do next: the categories of Kafka's KIP-1050. Errors a
+    /// retry can fix (`CONCURRENT_TRANSACTIONS`, a coordinator moving or loading) are retried
+    /// inside the call's timeout and never come back as this.
+    ///
+    /// - [`TransactionAction::Abort`]: the transaction cannot commit (a record was not written,
+    ///   the consumer group refused the offsets because this member is no longer current, the
+    ///   principal may not write a topic). Call
+    ///   [`abort_transaction`](crate::Producer::abort_transaction), then redo the work from the
+    ///   last committed offsets (seek the consumer back to them); the producer stays usable.
+    /// - [`TransactionAction::Close`]: the producer can do nothing more (another producer with
+    ///   the same `transactional.id` fenced it, the principal may not use the transactional id,
+    ///   the broker lost the transaction's state): close it. If it was fenced, a newer
+    ///   instance has taken over and this one must stop writing.
+    Transaction {
+        /// `transactional.id`.
+        transactional_id: String,
+        /// What to do.
+        action: TransactionAction,
+        /// What went wrong (a broker code as [`Error::Kafka`] or [`Error::Authorization`], a
+        /// record's [`Error::Delivery`] …), shared by every call that reports it.
+        cause: std::sync::Arc<Error>,
+    },
+    /// A transactional producer's method was called in a state that does not allow it, e.g.
+    /// [`send`](crate::Producer::send) before
+    /// [`begin_transaction`](crate::Producer::begin_transaction) (Java's
+    /// `IllegalStateException`). Nothing was sent.
+    TransactionState {
+        /// The method called.
+        call: &'static str,
+        /// The state the producer was in, e.g. `not initialized`, `in a transaction`.
+        state: &'static str,
     },
     /// [`Producer::send`](crate::Producer::send) waited `max.block.ms` for room in
     /// `buffer.memory` and found none: records are sent faster than the brokers acknowledge
@@ -537,6 +594,32 @@ impl fmt::Display for Error {
                 f.write_str(" and auto.offset.reset is none; seek these partitions")
             }
             Error::NotAssigned(tp) => write!(f, "partition {tp} is not assigned to this consumer"),
+            Error::Transaction {
+                transactional_id,
+                action,
+                cause,
+            } => match action {
+                TransactionAction::Abort => write!(
+                    f,
+                    "the transaction of transactional.id {transactional_id} cannot commit: \
+                     {cause}; call abort_transaction, then redo the work from the last committed \
+                     offsets"
+                ),
+                TransactionAction::Close if is_fencing(cause) => write!(
+                    f,
+                    "transactional producer {transactional_id} was fenced: another producer with \
+                     the same transactional.id started (init_transactions) and took over ({cause}); \
+                     close this producer"
+                ),
+                TransactionAction::Close => write!(
+                    f,
+                    "transactional producer {transactional_id} can do nothing more: {cause}; close it"
+                ),
+            },
+            Error::TransactionState { call, state } => write!(
+                f,
+                "{call} is not allowed while the transactional producer is {state}"
+            ),
             Error::Delivery { failed, first } => {
                 write!(f, "{failed} record(s) were not delivered; the first failure: {first}")
             }
@@ -689,6 +772,7 @@ impl Error {
             Error::InvalidSessionTimeout { .. } => Some(KafkaCode::InvalidSessionTimeout),
             Error::InstanceInUse { .. } => Some(KafkaCode::UnreleasedInstanceId),
             Error::Delivery { first, .. } => first.kafka_code(),
+            Error::Transaction { cause, .. } => cause.kafka_code(),
             _ => None,
         }
     }

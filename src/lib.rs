@@ -101,7 +101,7 @@ pub use consumer::{
     Consumer, ConsumerBuilder, ConsumerGroupMetadata, ConsumerRebalanceListener, ConsumerRecord,
     IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, OffsetReset, Polled,
 };
-pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout};
+pub use error::{Error, MissingApi, ProtocolViolation, Result, Timeout, TransactionAction};
 pub use group::{
     Assignment, Assignor, CooperativeStickyAssignor, Generation, GroupEvent, GroupMember, GroupProtocol,
     GroupProtocolPolicy, MemberBuilder, MemberMetrics, MemberState, MemberSubscription, MissingTopicPolicy,

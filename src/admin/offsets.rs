@@ -216,6 +216,7 @@ impl Admin {
                 let scope = Scope {
                     topic: f.topic.as_deref(),
                     group: Some(group),
+                    ..Scope::default()
                 };
                 kafka_error(
                     ApiKey::OffsetFetch,

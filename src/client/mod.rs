@@ -528,6 +528,33 @@ impl Client {
         Ok(b)
     }
 
+    /// The transaction coordinator of `transactional_id` (FindCoordinator with key type 1,
+    /// v1+), one attempt bounded by `deadline`.
+    pub(crate) fn lookup_transaction_coordinator_by(
+        &self,
+        transactional_id: &str,
+        deadline: Instant,
+    ) -> Result<Broker> {
+        let resp: FindCoordinatorResponse =
+            self.send_any_within(Purpose::Coordinator, Some(deadline), |version| {
+                transaction_coordinator_request(transactional_id, version)
+            })?;
+        let b = coordinator_of(transactional_id, Scope::transaction(transactional_id, None), resp)?;
+        self.remember_broker(&b);
+        Ok(b)
+    }
+
+    /// Sends a request to broker `id` over the client's coordinator connection to it (not the
+    /// metadata one, which lookups share), within `deadline`.
+    pub(crate) fn send_to_coordinator_by<R: Request>(
+        &self,
+        id: i32,
+        deadline: Instant,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.send_target(Purpose::Coordinator, Target::Broker(id), Some(deadline), build)
+    }
+
     fn remember_broker(&self, b: &Broker) {
         let mut cache = lock(&self.inner.metadata);
         if cache.brokers.get(&b.id) != Some(b) {
@@ -555,20 +582,30 @@ pub(crate) fn find_coordinator_request(group: &str, version: i16) -> FindCoordin
     }
 }
 
+/// FindCoordinator for a transactional id (key type 1, which needs v1+).
+pub(crate) fn transaction_coordinator_request(
+    transactional_id: &str,
+    version: i16,
+) -> FindCoordinatorRequest {
+    FindCoordinatorRequest {
+        key_type: 1,
+        ..find_coordinator_request(transactional_id, version)
+    }
+}
+
 fn coordinator_from(group: &str, r: FindCoordinatorResponse) -> Result<Broker> {
-    let (code, message, id, host, port) = match r.coordinators.into_iter().find(|c| c.key == group) {
+    coordinator_of(group, Scope::group(group), r)
+}
+
+fn coordinator_of(key: &str, scope: Scope<'_>, r: FindCoordinatorResponse) -> Result<Broker> {
+    let (code, message, id, host, port) = match r.coordinators.into_iter().find(|c| c.key == key) {
         Some(c) => (c.error_code, c.error_message, c.node_id, c.host, c.port),
         None => (r.error_code, r.error_message, r.node_id, r.host, r.port),
     };
     let code = KafkaCode::from_code(code);
     if code.is_error() {
         let message = message.map(String::from).filter(|m| !m.is_empty());
-        return Err(Error::from_code(
-            ApiKey::FindCoordinator,
-            code,
-            Scope::group(group),
-            message,
-        ));
+        return Err(Error::from_code(ApiKey::FindCoordinator, code, scope, message));
     }
     let port = u16::try_from(port)
         .ok()

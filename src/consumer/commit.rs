@@ -218,6 +218,7 @@ impl Consumer {
                             let scope = Scope {
                                 topic: partitions.first().map(|tp| tp.topic.as_str()),
                                 group: Some(&group),
+                                ..Scope::default()
                             };
                             let e = Error::from_code_in(ApiKey::OffsetCommit, code, scope, context);
                             return Err(self.group_mut()?.stop_if_denied(e));

@@ -373,6 +373,7 @@ impl Consumer {
                             let scope = Scope {
                                 topic: topic.as_deref(),
                                 group: Some(&group),
+                                ..Scope::default()
                             };
                             let context = format!("group {group}");
                             let e = Error::from_code_in(ApiKey::OffsetFetch, code, scope, context);

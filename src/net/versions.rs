@@ -40,6 +40,13 @@ pub const fn implemented(api: ApiKey) -> i16 {
         ApiKey::OffsetCommit => 9,
         ApiKey::OffsetFetch => 9,
         ApiKey::Produce => 11,
+        // Transaction protocol v1: clients speak AddPartitionsToTxn up to v3 (v4+ are between
+        // brokers); EndTxn v5 and TxnOffsetCommit v5 belong to transaction protocol v2
+        // (KIP-890: the epoch bumped at every end, partitions added by Produce v12), which
+        // this producer does not speak, and TxnOffsetCommit v6 names topics by id.
+        ApiKey::AddPartitionsToTxn => 3,
+        ApiKey::EndTxn => 4,
+        ApiKey::TxnOffsetCommit => 4,
         _ => api.versions().max,
     }
 }
@@ -217,6 +224,9 @@ mod tests {
                 ("DescribeGroups", 5, 6),
                 ("ApiVersions", 4, 5),
                 ("InitProducerId", 5, 6),
+                ("AddPartitionsToTxn", 3, 5),
+                ("EndTxn", 4, 5),
+                ("TxnOffsetCommit", 4, 6),
             ]
         );
         for api in ApiKey::ALL {

@@ -339,6 +339,7 @@ impl Accumulator {
         now: Instant,
         ready: Ready,
         per_partition: usize,
+        may_send: &dyn Fn(&str, i32) -> bool,
     ) -> (Vec<Taken>, Option<Instant>) {
         let mut taken = Vec::new();
         let mut wake: Option<Instant> = None;
@@ -347,7 +348,9 @@ impl Accumulator {
             let leaders = &t.leaders;
             let leader_of = |p: i32| usize::try_from(p).ok().and_then(|i| leaders.get(i)).copied();
             for (&i, q) in &mut t.queues {
-                if leader_of(i) != Some(leader) {
+                // A transaction's partition waits until its coordinator knows of it (whoever
+                // makes that so wakes the broker threads).
+                if leader_of(i) != Some(leader) || !may_send(name, i) {
                     continue;
                 }
                 let flying = q.iter().take_while(|b| b.in_flight).count();
@@ -458,6 +461,15 @@ impl Accumulator {
         self.pending = self.pending.saturating_sub(b.records.len());
         self.buffered = self.buffered.saturating_sub(b.record_bytes());
         Some(b)
+    }
+
+    /// Batches in flight (sent, not yet answered).
+    pub(super) fn in_flight(&self) -> usize {
+        self.topics
+            .values()
+            .flat_map(|t| t.queues.values())
+            .map(|q| q.iter().filter(|b| b.in_flight).count())
+            .sum()
     }
 
     /// Every batch not in flight, removed (the producer is closing).
@@ -754,11 +766,11 @@ mod tests {
             all: false,
         };
         // Only the full batch is due; the others wait for linger.ms.
-        let (taken, wake) = acc.take_ready(1, now, lingering, 1);
+        let (taken, wake) = acc.take_ready(1, now, lingering, 1, &|_, _| true);
         assert_eq!(ids(&taken), vec![(TopicPartition::new("t", 0), 3)]);
         // The next batch of partition 0 waits for the first's answer, not for a time.
         assert_eq!(wake, None);
-        let (taken, wake) = acc.take_ready(2, now, lingering, 1);
+        let (taken, wake) = acc.take_ready(2, now, lingering, 1, &|_, _| true);
         assert!(taken.is_empty());
         assert!(
             wake.is_some_and(|w| w > now + Duration::from_secs(3000)),
@@ -770,13 +782,13 @@ mod tests {
             linger: Duration::from_secs(3600),
             all: true,
         };
-        assert!(acc.take_ready(1, now, flush, 1).0.is_empty());
+        assert!(acc.take_ready(1, now, flush, 1, &|_, _| true).0.is_empty());
         assert_eq!(
-            ids(&acc.take_ready(2, now, flush, 1).0),
+            ids(&acc.take_ready(2, now, flush, 1, &|_, _| true).0),
             vec![(TopicPartition::new("t", 1), 1)]
         );
         assert_eq!(
-            ids(&acc.take_ready(1, now, flush, 2).0),
+            ids(&acc.take_ready(1, now, flush, 2, &|_, _| true).0),
             vec![(TopicPartition::new("t", 0), 1)]
         );
         // linger.ms passed: due without a flush.
@@ -790,6 +802,7 @@ mod tests {
                 ..lingering
             },
             2,
+            &|_, _| true,
         );
         assert_eq!(ids(&taken), vec![(TopicPartition::new("t", 1), 1)]);
         // A record that does not fit in the open batch closes it and opens another.
@@ -818,17 +831,17 @@ mod tests {
             linger: Duration::ZERO,
             all: false,
         };
-        let (taken, wake) = acc.take_ready(1, now, due, 1);
+        let (taken, wake) = acc.take_ready(1, now, due, 1, &|_, _| true);
         assert!(taken.is_empty());
         assert_eq!(wake, Some(later));
         let (leaders, leaderless) = acc.leaders_with_work();
         assert!(leaderless);
         assert_eq!(leaders.into_iter().collect::<Vec<_>>(), vec![1]);
-        let (taken, _) = acc.take_ready(1, later, due, 1);
+        let (taken, _) = acc.take_ready(1, later, due, 1, &|_, _| true);
         assert_eq!(ids(&taken), vec![(t0.clone(), 1)]);
         // A new leader shows up with fresh metadata.
         acc.update(&metadata("t", &[1, 3]));
-        let (taken, _) = acc.take_ready(3, later, due, 1);
+        let (taken, _) = acc.take_ready(3, later, due, 1, &|_, _| true);
         assert_eq!(ids(&taken), vec![(TopicPartition::new("t", 1), 1)]);
         let (leaders, leaderless) = acc.leaders_with_work();
         assert!(leaders.is_empty() && !leaderless, "both in flight");
@@ -888,7 +901,7 @@ mod tests {
             linger: Duration::ZERO,
             all: false,
         };
-        let (taken, _) = acc.take_ready(1, Instant::now(), due, 5);
+        let (taken, _) = acc.take_ready(1, Instant::now(), due, 5, &|_, _| true);
         assert_eq!(taken.len(), 1);
         // Sent (say the answer was lost): the next record must not join it, or the retry
         // would carry it while the first attempt did not.
@@ -902,7 +915,7 @@ mod tests {
         let bytes = Bytes::from_static(b"sent");
         acc.batch_mut(&tp, taken[0].id).unwrap().encoded = Some((2, bytes.clone()));
         acc.batch_mut(&tp, taken[0].id).unwrap().in_flight = false;
-        let (again, _) = acc.take_ready(1, Instant::now(), due, 1);
+        let (again, _) = acc.take_ready(1, Instant::now(), due, 1, &|_, _| true);
         assert_eq!(again[0].id, taken[0].id);
         assert_eq!(again[0].encoded, Some((2, bytes)));
         assert!(acc.remove(&tp, taken[0].id).is_some());
@@ -949,7 +962,7 @@ mod tests {
             linger: Duration::ZERO,
             all: true,
         };
-        let taken = acc.take_ready(1, Instant::now(), due, 1).0;
+        let taken = acc.take_ready(1, Instant::now(), due, 1, &|_, _| true).0;
         assert_eq!(ids(&taken), vec![(tp.clone(), 5)]);
         let whole = taken[0].id;
         let created = acc.topics["t"].queues[&0][0].created;
@@ -975,7 +988,7 @@ mod tests {
         // The records stay pending and hold the same buffer.memory.
         assert_eq!((acc.pending, acc.buffered), (pending, buffered));
         // The first piece goes next, ahead of the later batch.
-        let again = acc.take_ready(1, Instant::now(), due, 1).0;
+        let again = acc.take_ready(1, Instant::now(), due, 1, &|_, _| true).0;
         assert_eq!(ids(&again), vec![(tp.clone(), 3)]);
         assert_eq!(again[0].records[2].value, Some(Bytes::from_static(b"2222222222")));
         // A piece splits again; one record does not.

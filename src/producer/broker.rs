@@ -131,7 +131,9 @@ impl Broker {
             };
             let per_partition = st.per_partition;
             for _ in 0..room {
-                let (taken, w) = st.acc.take_ready(self.id, now, ready, per_partition);
+                let State { acc, txn, .. } = &mut *st;
+                let may_send = |topic: &str, p: i32| txn.as_ref().map_or(true, |t| t.may_send(topic, p));
+                let (taken, w) = acc.take_ready(self.id, now, ready, per_partition, &may_send);
                 if let Some(w) = w {
                     wake = Some(wake.map_or(w, |x: Instant| x.min(w)));
                 }
@@ -227,7 +229,9 @@ impl Broker {
                 config.acks,
                 self.settings.broker_timeout_ms,
             );
-            for (req, tps) in packed {
+            for (mut req, tps) in packed {
+                // Authorizes the transactional batches (WRITE on the transactional id).
+                req.transactional_id = config.transactional_id.as_deref().map(Into::into);
                 let batches = tps
                     .into_iter()
                     .filter_map(|tp| {

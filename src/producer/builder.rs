@@ -154,6 +154,31 @@ impl ProducerBuilder {
         self
     }
 
+    /// `transactional.id`: makes this a transactional producer (KIP-98), whose records and
+    /// consumer offsets are written all or nothing by
+    /// [`commit_transaction`](Producer::commit_transaction). Call
+    /// [`init_transactions`](Producer::init_transactions) once before the first transaction:
+    /// it fences any earlier producer with the same id (its open transaction is aborted, its
+    /// later writes refused), which is what makes a restarted process safe. Use an id that
+    /// stays the same across restarts of the same piece of work, e.g. derived from the
+    /// consumer's `group.instance.id`. Needs idempotence (on by default; `build` fails if
+    /// `enable.idempotence` is false or another setting excludes it) and Kafka 0.11+. Default:
+    /// none.
+    pub fn transactional_id(mut self, id: impl Into<String>) -> Self {
+        self.config.transactional_id = Some(id.into());
+        self
+    }
+
+    /// `transaction.timeout.ms`: how long the transaction coordinator lets a transaction stay
+    /// open before it aborts it (and fences this producer's epoch): the bound on how long a
+    /// crashed producer's open transaction blocks `read_committed` consumers. The broker
+    /// refuses a value above its `transaction.max.timeout.ms` (15 min by default) at
+    /// [`init_transactions`](Producer::init_transactions). Default: 60 s.
+    pub fn transaction_timeout(mut self, t: Duration) -> Self {
+        self.config.transaction_timeout = t;
+        self
+    }
+
     /// Validates the configuration (without touching the network) and builds the producer.
     /// `request.timeout.ms` is the client's.
     pub fn build(mut self) -> Result<Producer> {
@@ -168,8 +193,13 @@ impl ProducerBuilder {
             .config
             .retry_backoff
             .unwrap_or_else(|| self.client.retry_backoff());
+        // A transactional producer is idempotent, and says so loudly when a setting excludes it.
+        let idempotence = match self.config.transactional_id {
+            Some(_) => Some(true),
+            None => self.config.enable_idempotence,
+        };
         let requested = idempotence::check_config(
-            self.config.enable_idempotence,
+            idempotence,
             self.config.max_in_flight,
             self.config.acks,
             self.config.retries,

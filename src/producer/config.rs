@@ -36,6 +36,10 @@ pub(crate) struct ProducerConfig {
     pub enable_idempotence: Option<bool>,
     /// How long `close()` and a drop flush before failing what is left.
     pub close_timeout: Duration,
+    /// `transactional.id`; `None` for a producer without transactions.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`.
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -63,6 +67,8 @@ impl Default for ProducerConfig {
             // The Java consumer's close bound; Java's producer waits without one, which a
             // drop (it cannot report anything) should not.
             close_timeout: Duration::from_secs(30),
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -123,6 +129,29 @@ impl ProducerConfig {
                     self.batch_limit()
                 ),
             });
+        }
+        if let Some(id) = &self.transactional_id {
+            if id.is_empty() {
+                return Err(Error::Config {
+                    property: "transactional.id",
+                    problem: "must not be empty (leave it unset for a producer without transactions)".into(),
+                });
+            }
+            if self.enable_idempotence == Some(false) {
+                return Err(Error::Config {
+                    property: "enable.idempotence",
+                    problem:
+                        "must not be false with transactional.id: transactions need the idempotent producer"
+                            .into(),
+                });
+            }
+            crate::deadline::check_int_ms("transaction.timeout.ms", self.transaction_timeout)?;
+            if self.transaction_timeout < Duration::from_millis(1) {
+                return Err(Error::Config {
+                    property: "transaction.timeout.ms",
+                    problem: "must be at least 1 ms".into(),
+                });
+            }
         }
         if self.metadata_max_age.is_zero() {
             return Err(Error::Config {

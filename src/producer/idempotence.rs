@@ -78,6 +78,7 @@ impl ProducerIdEpoch {
             id: self.id,
             epoch: self.epoch,
             base_sequence,
+            transactional: false,
         }
     }
 }
@@ -507,10 +508,13 @@ impl Partition {
     }
 
     /// Renumbers the in-flight batches from 0 under `producer` (after an epoch bump).
-    fn restart(&mut self, producer: ProducerIdEpoch) {
+    fn restart(&mut self, producer: ProducerIdEpoch, transactional: bool) {
         let mut seq = 0;
         for b in &mut self.in_flight {
-            b.stamp = producer.batch(seq);
+            b.stamp = BatchProducer {
+                transactional,
+                ..producer.batch(seq)
+            };
             b.reset = true;
             seq = next_sequence(seq, b.record_count);
         }
@@ -613,6 +617,13 @@ pub(crate) struct Sequences<K> {
     partitions: HashMap<K, Partition>,
     /// Partitions that asked for an epoch bump (non-empty: a bump is needed).
     bump_for: HashSet<K>,
+    /// Batches carry the transactional attribute, and the table reads answers as Kafka does
+    /// for a transactional producer: no local epoch bump (the coordinator owns the epoch), a
+    /// sequence gap is recorded in `gap` instead and the transaction must abort.
+    transactional: bool,
+    /// A transactional producer's batch failed in a way that left its partition's sequence
+    /// with a gap: only a new epoch from the coordinator (after the abort) repairs it.
+    gap: bool,
 }
 
 impl<K: Hash + Eq + Clone> Default for Sequences<K> {
@@ -621,6 +632,8 @@ impl<K: Hash + Eq + Clone> Default for Sequences<K> {
             producer: ProducerIdEpoch::NONE,
             partitions: HashMap::new(),
             bump_for: HashSet::new(),
+            transactional: false,
+            gap: false,
         }
     }
 }
@@ -629,6 +642,30 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
     /// No producer id yet.
     pub(crate) fn new() -> Self {
         Self::default()
+    }
+
+    /// No producer id yet; batches will be transactional (see the `transactional` field).
+    pub(crate) fn transactional() -> Self {
+        Sequences {
+            transactional: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether a transactional producer's partition was left with a sequence gap (cleared by
+    /// [`reset`](Self::reset)).
+    pub(crate) fn has_gap(&self) -> bool {
+        self.gap
+    }
+
+    /// Forgets every partition's sequences and installs `producer`: a transactional producer
+    /// whose coordinator handed out a new epoch (InitProducerId after an abort, or an EndTxn
+    /// that bumped it) starts every partition at sequence 0. Only with nothing in flight.
+    pub(crate) fn reset(&mut self, producer: ProducerIdEpoch) {
+        self.producer = producer;
+        self.partitions.clear();
+        self.bump_for.clear();
+        self.gap = false;
     }
 
     /// The current producer id and epoch.
@@ -644,7 +681,7 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
         let renumbered: Vec<K> = self.bump_for.drain().collect();
         for tp in &renumbered {
             if let Some(p) = self.partitions.get_mut(tp) {
-                p.restart(producer);
+                p.restart(producer, self.transactional);
             }
         }
         renumbered
@@ -679,7 +716,10 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
         if p.in_flight.len() >= MAX_IN_FLIGHT {
             return Err(Hold::InFlightFull);
         }
-        let stamp = producer.batch(p.next);
+        let stamp = BatchProducer {
+            transactional: self.transactional,
+            ..producer.batch(p.next)
+        };
         p.next = next_sequence(p.next, record_count.max(1));
         p.in_flight.push(InFlight {
             id,
@@ -727,7 +767,7 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
             record_count: b.record_count,
             sequence_reset: b.reset || renumbered,
         };
-        let action = on_partition_answer(&p.view, &batch, answer, false);
+        let action = on_partition_answer(&p.view, &batch, answer, self.transactional);
         let mut bump = false;
         match action {
             Action::Complete { base_offset } if renumbered => {
@@ -749,8 +789,12 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
                 bump = gap | p.settle();
             }
         }
-        if bump {
-            self.bump_for.insert(tp.clone());
+        match (bump, self.transactional) {
+            (true, false) => {
+                self.bump_for.insert(tp.clone());
+            }
+            (true, true) => self.gap = true,
+            (false, _) => {}
         }
         action
     }

@@ -21,6 +21,8 @@ mod record;
 mod request;
 mod sender;
 mod state;
+mod transaction;
+mod transactional;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryHandle, RecordMetadata};
@@ -126,6 +128,9 @@ impl Producer {
     fn start(client: Client, settings: Settings) -> Result<Producer> {
         let settings = Arc::new(settings);
         let shared = Shared::new(Accumulator::new(settings.config.batch_limit()));
+        if let Some(id) = &settings.config.transactional_id {
+            shared.lock().txn = Some(transaction::Transaction::new(id.clone()));
+        }
         let sender = {
             let (client, shared, settings) = (client.clone(), Arc::clone(&shared), Arc::clone(&settings));
             std::thread::Builder::new()
@@ -167,6 +172,9 @@ impl Producer {
     /// `max.block.ms` ([`Error::BufferFull`]). Java
     /// reports these through the future; rdkafka, like this call, at once.
     pub fn send(&mut self, record: ProducerRecord) -> Result<DeliveryHandle> {
+        if self.settings.config.transactional_id.is_some() {
+            self.check(transaction::Call::Send)?;
+        }
         let size = record.size();
         let config = &self.settings.config;
         let (max_request_size, buffer_memory, max_block) =
@@ -208,8 +216,20 @@ impl Producer {
                 st = self.shared.wait(&self.shared.settled, st, left);
             }
         }
-        let (_, closed, handle) = st.acc.append(record, size, Instant::now())?;
+        let topic = st.txn.is_some().then(|| record.topic.clone());
+        let (partition, closed, handle) = st.acc.append(record, size, Instant::now())?;
+        // Under the lock the append took: no broker thread sends the batch before the
+        // partition is known to need adding to the transaction.
+        let add = match (topic, st.txn.as_mut()) {
+            (Some(topic), Some(txn)) => {
+                txn.add_partition(&crate::group::TopicPartition::new(topic, partition))
+            }
+            _ => false,
+        };
         drop(st);
+        if add {
+            self.shared.work.notify_all();
+        }
         // A batch full, or a new one whose linger the broker threads must start timing.
         if closed || handle.is_first() {
             self.shared.work.notify_all();
@@ -290,6 +310,7 @@ impl Producer {
     /// broker). Returns [`Error::Delivery`] when any record since the last `flush` failed,
     /// those included. Java's `close(Duration)`.
     pub fn close_timeout(mut self, timeout: Duration) -> Result<()> {
+        self.abort_open_transaction(timeout);
         if !self.flush_within(timeout) {
             log::warn!(
                 "producer closed with {} record(s) not acknowledged after {timeout:?}; they fail",
@@ -403,7 +424,7 @@ impl Drop for Producer {
             if pending > 0 {
                 log::warn!("producer dropped while panicking: {pending} record(s) not acknowledged fail");
             }
-        } else if !self.flush_within(timeout) {
+        } else if self.abort_open_transaction(timeout) && !self.flush_within(timeout) {
             log::warn!(
                 "producer dropped with {} record(s) not acknowledged after close_timeout ({timeout:?}); they fail",
                 self.pending()

@@ -8,6 +8,8 @@ use super::broker::{self, Settings};
 use super::idempotence::{self, ProducerIdEpoch, Requested, Sequences, Support};
 use super::request::LastError;
 use super::state::{failure, Shared, State};
+use super::transaction::Phase;
+use super::transactional::{self, Added};
 use crate::client::Client;
 use crate::error::Error;
 use crate::protocol::messages::InitProducerIdRequest;
@@ -29,6 +31,8 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
     let mut st = shared.lock();
     // When the last attempt to decide on idempotence (or get a producer id) failed.
     let mut init_failed_at: Option<Instant> = None;
+    // When the next AddPartitionsToTxn may go (after a retriable failure).
+    let mut add_at: Option<Instant> = None;
     while !st.stop {
         let now = Instant::now();
         st.expire(config.delivery_timeout, now);
@@ -41,7 +45,13 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
         let init_due = init_failed_at.map_or(true, |at| {
             now.saturating_duration_since(at) >= settings.retry_backoff
         });
-        if (!st.idempotence_decided || st.need_producer_id) && !st.acc.topics.is_empty() && init_due {
+        // A transactional producer's id comes from init_transactions, in the caller's thread.
+        let transactional = st.txn.is_some();
+        if (!st.idempotence_decided || st.need_producer_id)
+            && !transactional
+            && !st.acc.topics.is_empty()
+            && init_due
+        {
             drop(st);
             let decided = decide(&client, settings.requested);
             st = shared.lock();
@@ -62,6 +72,57 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
                 }
             }
             shared.work.notify_all();
+            continue;
+        }
+        let add_due = add_at.map_or(true, |at| now >= at);
+        let adding = st
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.has_to_add() && matches!(t.phase(), Phase::InTransaction | Phase::Committing));
+        if adding && add_due {
+            let producer = st.seq.as_ref().map_or(ProducerIdEpoch::NONE, Sequences::producer);
+            let (id, tps) = match st.txn.as_mut() {
+                Some(t) => (t.id.clone(), t.take_to_add()),
+                None => continue,
+            };
+            drop(st);
+            let deadline = crate::deadline::after(client.connection_config().request_timeout);
+            let added = transactional::add_partitions(
+                &client,
+                &shared,
+                &id,
+                producer,
+                &tps,
+                settings.retry_backoff,
+                deadline,
+            );
+            st = shared.lock();
+            if let Some(t) = st.txn.as_mut() {
+                match added {
+                    Added::Yes => {
+                        add_at = None;
+                        t.added(&tps, true);
+                    }
+                    Added::Retry(pause) => {
+                        add_at = Some(crate::deadline::after(pause));
+                        t.added(&tps, false);
+                    }
+                    Added::Abortable(e) => {
+                        t.added(&tps, false);
+                        t.abortable(failure(e));
+                    }
+                    Added::Fatal(e) => {
+                        t.added(&tps, false);
+                        let e = failure(e);
+                        t.fatal(Arc::clone(&e));
+                        for b in st.acc.drain_waiting() {
+                            st.fail(&b, &e);
+                        }
+                    }
+                }
+            }
+            shared.work.notify_all();
+            shared.settled.notify_all();
             continue;
         }
         let (leaders, leaderless) = st.acc.leaders_with_work();
@@ -118,6 +179,9 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
         }
         if let Some(at) = init_failed_at {
             until = until.min(crate::deadline::at(at, settings.retry_backoff));
+        }
+        if let Some(at) = add_at.filter(|_| adding) {
+            until = until.min(at);
         }
         let wait = until.saturating_duration_since(now).max(Duration::from_millis(1));
         st = shared.wait(&shared.work, st, wait);

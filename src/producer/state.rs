@@ -7,8 +7,10 @@ use super::accumulator::{Accumulator, Batch, Ready};
 use super::config::ProducerConfig;
 use super::idempotence::Sequences;
 use super::request::{produce_error, LastError, Outcome};
+use super::transaction::{react, Reaction, Transaction};
 use crate::error::Error;
 use crate::group::TopicPartition;
+use crate::protocol::ApiKey;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -41,6 +43,7 @@ impl Shared {
                 per_partition: 1,
                 need_producer_id: false,
                 no_producer_id: None,
+                txn: None,
             }),
             work: Condvar::new(),
             settled: Condvar::new(),
@@ -98,6 +101,8 @@ pub(super) struct State {
     /// of its own went wrong. A Kafka 3.0.2 broker (ZooKeeper mode) once failed InitProducerId
     /// for minutes, its controller not handing out id blocks (KIP-730's AllocateProducerIds).
     pub(super) no_producer_id: Option<LastError>,
+    /// A transactional producer's transaction; `None` without `transactional.id`.
+    pub(super) txn: Option<Transaction>,
 }
 
 impl State {
@@ -121,6 +126,16 @@ impl State {
     /// Settles a batch that failed for good: its records' handles get `e`, and `flush` will
     /// report it.
     pub(super) fn fail(&mut self, b: &Batch, e: &Arc<Error>) {
+        if let Some(txn) = self.txn.as_mut() {
+            // A record of the transaction is lost: it cannot commit, and a fenced or
+            // unauthorized producer cannot go on at all.
+            txn.failed_batches = true;
+            let code = e.kafka_code().unwrap_or(crate::KafkaCode::UnknownServerError);
+            match react(ApiKey::Produce, code) {
+                Reaction::Fatal => txn.fatal(Arc::clone(e)),
+                _ => txn.abortable(Arc::clone(e)),
+            }
+        }
         b.delivery.failed(Arc::clone(e));
         self.failed += b.records.len();
         if self.first_failure.is_none() {

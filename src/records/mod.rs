@@ -255,6 +255,9 @@ pub struct BatchProducer {
     pub epoch: i16,
     /// Sequence of the first record, -1 for none.
     pub base_sequence: i32,
+    /// Part of a transaction (the header's transactional attribute): a `read_committed`
+    /// consumer returns it only once its transaction's commit marker is written.
+    pub transactional: bool,
 }
 
 impl BatchProducer {
@@ -263,6 +266,7 @@ impl BatchProducer {
         id: -1,
         epoch: -1,
         base_sequence: -1,
+        transactional: false,
     };
 
     /// Whether this names a producer (an idempotent batch).
@@ -275,6 +279,8 @@ impl BatchProducer {
     fn check(&self) -> Result<(), RecordsError> {
         let ok = if self.id >= 0 {
             self.epoch >= 0 && self.base_sequence >= 0
+        } else if self.transactional {
+            false
         } else {
             *self == BatchProducer::NONE
         };

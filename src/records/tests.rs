@@ -224,6 +224,7 @@ fn v2_carries_the_producer_id_epoch_and_sequence() {
         id: 4_000_000_123,
         epoch: 7,
         base_sequence: 42,
+        transactional: false,
     };
     for c in ALL {
         let batch = encode_with(&sent, c, 2, &who).unwrap();
@@ -254,16 +255,19 @@ fn producer_values_that_a_broker_would_reject_are_refused() {
             id: 1,
             epoch: -1,
             base_sequence: 0,
+            transactional: false,
         },
         BatchProducer {
             id: 1,
             epoch: 0,
             base_sequence: -1,
+            transactional: false,
         },
         BatchProducer {
             id: -1,
             epoch: 0,
             base_sequence: 0,
+            transactional: false,
         },
     ];
     for p in bad {
@@ -276,6 +280,7 @@ fn producer_values_that_a_broker_would_reject_are_refused() {
         id: 1,
         epoch: 0,
         base_sequence: 0,
+        transactional: false,
     };
     for magic in [0, 1] {
         let e = encode_with(&sent, Compression::None, magic, &who).unwrap_err();
@@ -293,11 +298,13 @@ fn restamp_rewrites_the_header_only() {
         id: 9,
         epoch: 0,
         base_sequence: 100,
+        transactional: false,
     };
     let bumped = BatchProducer {
         id: 9,
         epoch: 1,
         base_sequence: 0,
+        transactional: false,
     };
     for c in ALL {
         let batch = encode_with(&sent, c, 2, &first).unwrap();
@@ -338,6 +345,7 @@ fn v2_producer_fields_agree_with_kafka_protocol() {
         id: 77,
         epoch: 3,
         base_sequence: 1_000,
+        transactional: false,
     };
     for c in ALL {
         let mut ours = encode_with(&sent, c, 2, &who).unwrap();

@@ -245,7 +245,8 @@ pub(super) fn encode_batch_with(
     header.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
     header.push(2); // magic
     header.extend_from_slice(&[0; 4]); // CRC, filled in below
-    header.extend_from_slice(&(compression.code() as i16).to_be_bytes());
+    let transactional = if producer.transactional { TRANSACTIONAL } else { 0 };
+    header.extend_from_slice(&(compression.code() as i16 | transactional).to_be_bytes());
     header.extend_from_slice(&(count - 1).to_be_bytes()); // last offset delta
     header.extend_from_slice(&base_timestamp.to_be_bytes());
     header.extend_from_slice(&max_timestamp.to_be_bytes());

@@ -71,6 +71,7 @@ fn idempotent_batches_against_a_real_broker() {
         id,
         epoch,
         base_sequence,
+        transactional: false,
     };
     let encode = |tag: &str, n: usize, p: BatchProducer| {
         records::encode_with(&recs(tag, n), Compression::Lz4, 2, &p).unwrap()

@@ -1,0 +1,623 @@
+//! The transactional producer's calls (the caller's side) and its requests to the transaction
+//! coordinator; the decisions are in [`transaction`](super::transaction), pure.
+//!
+//! Every call is bounded by the timeout its caller gives: coordinator lookups, retries of
+//! `CONCURRENT_TRANSACTIONS` and loading coordinators, and the wait for the transaction's
+//! records all end by it. A call that runs out of time returns [`Error::Timeout`] and leaves
+//! the transaction where it was, so calling it again continues.
+
+use super::idempotence::{ProducerIdEpoch, Sequences, MAX_IN_FLIGHT};
+use super::state::Shared;
+use super::transaction::{self, react, Call, Phase, Reaction};
+use super::Producer;
+use crate::authorization::Scope;
+use crate::client::Client;
+use crate::error::{Error, Result, TransactionAction};
+use crate::group::TopicPartition;
+use crate::net::versions::{self, Capability};
+use crate::protocol::{ApiKey, Request};
+use crate::retry::{retry, Backoff, Step};
+use crate::{ConsumerGroupMetadata, KafkaCode, OffsetAndMetadata};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Transactions (KIP-98): a producer id per transactional id, and the transaction APIs.
+pub(crate) const TRANSACTIONS: Capability = Capability {
+    name: "transactions (transactional.id)",
+    needs: &[
+        (ApiKey::FindCoordinator, 1),
+        (ApiKey::InitProducerId, 0),
+        (ApiKey::AddPartitionsToTxn, 0),
+        (ApiKey::EndTxn, 0),
+        (ApiKey::Produce, 3),
+    ],
+};
+
+/// Offsets committed in a transaction with the consumer's generation, member id and instance
+/// id (KIP-447, Kafka 2.5), so that the group coordinator refuses a zombie's.
+pub(crate) const TRANSACTIONAL_OFFSETS: Capability = Capability {
+    name:
+        "offsets in a transaction checked against the consumer group (KIP-447, send_offsets_to_transaction)",
+    needs: &[(ApiKey::AddOffsetsToTxn, 0), (ApiKey::TxnOffsetCommit, 3)],
+};
+
+/// CONCURRENT_TRANSACTIONS right after a transaction ended only means its markers are still
+/// being written: try again sooner than `retry.backoff.ms`, as Java's producer does.
+const CONCURRENT_RETRY: Duration = Duration::from_millis(20);
+
+impl Producer {
+    /// Gets this producer's id and epoch from the transaction coordinator of its
+    /// `transactional.id` (InitProducerId), which first completes or aborts any transaction an
+    /// earlier producer with the same id left open and fences that producer: its later writes
+    /// and commits are refused with `PRODUCER_FENCED`. Call once, before the first
+    /// [`begin_transaction`](Self::begin_transaction) (Java's `initTransactions`).
+    ///
+    /// Errors: [`Error::TransactionState`] on a producer without `transactional.id` or already
+    /// initialized; [`Error::MissingCapability`] on a broker before Kafka 0.11;
+    /// [`Error::Transaction`] with [`TransactionAction::Close`] when the coordinator refuses
+    /// for good (the principal may not write the transactional id, `transaction.timeout.ms`
+    /// above the broker's `transaction.max.timeout.ms`); [`Error::Timeout`] when `timeout`
+    /// passed first (the coordinator may still be aborting the earlier transaction: call again).
+    pub fn init_transactions(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = crate::deadline::after(timeout);
+        self.check(Call::Init)?;
+        let bv = self.client.any_broker_versions()?;
+        versions::check(&TRANSACTIONS, &bv)?;
+        let producer = self.init_producer_id(deadline, None)?;
+        let mut st = self.shared.lock();
+        let per_partition = self.settings.config.max_in_flight.min(MAX_IN_FLIGHT);
+        let mut seq = Sequences::transactional();
+        seq.reset(producer);
+        st.seq = Some(seq);
+        st.per_partition = per_partition;
+        st.idempotence_decided = true;
+        if let Some(t) = st.txn.as_mut() {
+            t.set_phase(Phase::Ready);
+        }
+        log::info!(
+            "producer: transactional.id {}: producer id {} epoch {}",
+            self.txn_id(),
+            producer.id,
+            producer.epoch
+        );
+        Ok(())
+    }
+
+    /// Starts a transaction: every record [`send`](Self::send) writes from now on, and the
+    /// offsets given to [`send_offsets_to_transaction`](Self::send_offsets_to_transaction),
+    /// become visible to `read_committed` consumers together at
+    /// [`commit_transaction`](Self::commit_transaction), or never after
+    /// [`abort_transaction`](Self::abort_transaction). No network call.
+    pub fn begin_transaction(&mut self) -> Result<()> {
+        let mut st = self.shared.lock();
+        let txn = st.txn.as_mut().ok_or_else(not_transactional(Call::Begin))?;
+        txn.check(Call::Begin)?;
+        txn.set_phase(Phase::InTransaction);
+        Ok(())
+    }
+
+    /// Adds a consumer's positions to the transaction, so that they are committed with its
+    /// records or not at all: the consume-transform-produce step of an exactly-once job.
+    /// `offsets` are the positions to resume from (the offset after the last record
+    /// processed), as [`Consumer::commit_offsets`](crate::Consumer::commit_offsets) takes them;
+    /// `group` is [`Consumer::group_metadata`](crate::Consumer::group_metadata) taken **now**:
+    /// the group coordinator checks its generation (the member epoch under the consumer
+    /// protocol), member id and instance id (KIP-447) and refuses the offsets of a member that
+    /// is no longer current. That refusal comes back as [`Error::Transaction`] with
+    /// [`TransactionAction::Abort`] and the group's code (`ILLEGAL_GENERATION`,
+    /// `UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`) as its cause: abort, then resume from the
+    /// committed offsets (a rebalance may have moved the partitions).
+    ///
+    /// Needs Kafka 2.5+ ([`Error::MissingCapability`] otherwise). Bounded by `timeout`.
+    pub fn send_offsets_to_transaction(
+        &mut self,
+        offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
+        group: &ConsumerGroupMetadata,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = crate::deadline::after(timeout);
+        self.check(Call::SendOffsets)?;
+        if group.group_id.is_empty() {
+            return Err(Error::Config {
+                property: "group.id",
+                problem: "send_offsets_to_transaction needs the consumer's group (its group_id is empty)"
+                    .into(),
+            });
+        }
+        let bv = self.client.any_broker_versions()?;
+        versions::check(&TRANSACTIONAL_OFFSETS, &bv)?;
+        let id = self.txn_id();
+        let has_group = self
+            .shared
+            .lock()
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.has_group(&group.group_id));
+        if !has_group {
+            let producer = self.producer_id_epoch();
+            self.call_coordinator(
+                ApiKey::AddOffsetsToTxn,
+                deadline,
+                Some(&group.group_id),
+                |_| transaction::add_offsets_request(&id, producer, &group.group_id),
+                |r| (KafkaCode::from_code(r.error_code), None),
+            )?;
+            if let Some(t) = self.shared.lock().txn.as_mut() {
+                t.group_added(&group.group_id);
+            }
+        }
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        self.txn_offset_commit(offsets, group, deadline)
+    }
+
+    /// Commits the transaction: waits until every record sent in it is written, then has the
+    /// coordinator commit it (EndTxn), which makes its records and offsets visible to
+    /// `read_committed` consumers. Bounded by `timeout`: when it passes, [`Error::Timeout`]
+    /// and the transaction is still committing; call `commit_transaction` again (not abort).
+    ///
+    /// When a record of the transaction could not be written, or its offsets were refused,
+    /// returns [`Error::Transaction`] with [`TransactionAction::Abort`]: call
+    /// [`abort_transaction`](Self::abort_transaction) and redo the work. A fenced producer gets
+    /// [`TransactionAction::Close`].
+    pub fn commit_transaction(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = crate::deadline::after(timeout);
+        self.check(Call::Commit)?;
+        self.set_phase(Phase::Committing);
+        self.wait_for_records(deadline)?;
+        // A record that failed made the transaction abortable while we waited.
+        self.check(Call::Commit)?;
+        self.end(true, deadline)
+    }
+
+    /// Aborts the transaction: records not sent yet are dropped (their handles fail), records
+    /// in flight are waited for, and the coordinator aborts the transaction (EndTxn), so that
+    /// `read_committed` consumers never see its records and its offsets are not committed.
+    /// The producer is then ready for the next transaction; the consumer should go back to
+    /// its last committed offsets (`seek` to [`Consumer::committed`](crate::Consumer::committed))
+    /// before redoing the work. Bounded by `timeout`: when it passes, [`Error::Timeout`];
+    /// call it again.
+    pub fn abort_transaction(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = crate::deadline::after(timeout);
+        self.check(Call::Abort)?;
+        self.set_phase(Phase::Aborting);
+        {
+            let mut st = self.shared.lock();
+            let aborted = Arc::new(Error::Transaction {
+                transactional_id: self.txn_id(),
+                action: TransactionAction::Abort,
+                cause: Arc::new(Error::Closed),
+            });
+            for b in st.acc.drain_waiting() {
+                b.delivery.failed(Arc::clone(&aborted));
+            }
+        }
+        self.shared.settled.notify_all();
+        self.wait_for_records(deadline)?;
+        self.end(false, deadline)
+    }
+
+    /// A transactional producer closed in the middle of a transaction aborts it (as Java's
+    /// does), so that `read_committed` consumers do not wait `transaction.timeout.ms` for the
+    /// coordinator to do it. True unless the abort was needed and failed (logged).
+    pub(super) fn abort_open_transaction(&mut self, timeout: Duration) -> bool {
+        let open = self.shared.lock().txn.as_ref().is_some_and(|t| {
+            matches!(
+                t.phase(),
+                Phase::InTransaction | Phase::Abortable | Phase::Committing | Phase::Aborting
+            )
+        });
+        if !open {
+            return true;
+        }
+        if self.check(Call::Abort).is_err() {
+            // Committing: a commit that timed out is not turned into an abort behind the
+            // application's back; the coordinator ends it after transaction.timeout.ms.
+            return true;
+        }
+        match self.abort_transaction(timeout) {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!("producer closed in a transaction, and aborting it failed: {e}");
+                false
+            }
+        }
+    }
+
+    /// The transactional producer's state check for `call`.
+    pub(super) fn check(&self, call: Call) -> Result<()> {
+        let st = self.shared.lock();
+        st.txn.as_ref().ok_or_else(not_transactional(call))?.check(call)
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        if let Some(t) = self.shared.lock().txn.as_mut() {
+            t.set_phase(phase);
+        }
+    }
+
+    fn txn_id(&self) -> String {
+        self.settings.config.transactional_id.clone().unwrap_or_default()
+    }
+
+    fn producer_id_epoch(&self) -> ProducerIdEpoch {
+        self.shared
+            .lock()
+            .seq
+            .as_ref()
+            .map_or(ProducerIdEpoch::NONE, |s| s.producer())
+    }
+
+    /// Waits until no record of the transaction is pending, or the transaction can no longer
+    /// commit, or `deadline`.
+    fn wait_for_records(&self, deadline: Instant) -> Result<()> {
+        let mut st = self.shared.lock();
+        st.flushing += 1;
+        self.shared.work.notify_all();
+        let result = loop {
+            let stuck = st
+                .txn
+                .as_ref()
+                .is_some_and(|t| matches!(t.phase(), Phase::Abortable | Phase::Fatal));
+            // Aborting: batches held for a partition the coordinator never added will not go.
+            if st.acc.pending == 0 || (stuck && st.acc.in_flight() == 0) {
+                break Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break Err(Error::retries_timeout(
+                    format!(
+                        "waiting for the {} record(s) of transactional.id {} to be written",
+                        st.acc.pending,
+                        self.txn_id()
+                    ),
+                    st.first_failure.as_ref().map(|e| Error::Delivery {
+                        failed: st.failed,
+                        first: Arc::clone(e),
+                    }),
+                ));
+            }
+            st = self
+                .shared
+                .wait(&self.shared.settled, st, left.min(Duration::from_millis(100)));
+        };
+        st.flushing -= 1;
+        if st.txn.as_ref().is_some_and(|t| t.phase() == Phase::Aborting) {
+            // Whatever was left waiting for a partition to be added will never be sent.
+            let aborted = Arc::new(Error::Closed);
+            for b in st.acc.drain_waiting() {
+                b.delivery.failed(Arc::clone(&aborted));
+            }
+        }
+        result
+    }
+
+    /// EndTxn, then the producer is ready for the next transaction. After an abort that left a
+    /// partition's sequence unknown (a batch failed), the coordinator bumps the epoch first
+    /// (InitProducerId naming the current one), so the next transaction starts every partition
+    /// at sequence 0.
+    fn end(&mut self, commit: bool, deadline: Instant) -> Result<()> {
+        let id = self.txn_id();
+        let producer = self.producer_id_epoch();
+        let (started, reset) = {
+            let st = self.shared.lock();
+            let t = st.txn.as_ref();
+            let started = t.is_some_and(|t| t.started());
+            let reset =
+                t.is_some_and(|t| t.failed_batches) || st.seq.as_ref().is_some_and(Sequences::has_gap);
+            (started, reset)
+        };
+        if started {
+            self.call_coordinator(
+                ApiKey::EndTxn,
+                deadline,
+                None,
+                |_| transaction::end_request(&id, producer, commit),
+                |r| (KafkaCode::from_code(r.error_code), None),
+            )?;
+        }
+        if reset && !commit {
+            let bumped = self.init_producer_id(deadline, Some(producer))?;
+            let mut st = self.shared.lock();
+            if let Some(seq) = st.seq.as_mut() {
+                seq.reset(bumped);
+            }
+            log::info!(
+                "producer: transactional.id {id}: epoch bumped to {} after the abort",
+                bumped.epoch
+            );
+        }
+        let mut st = self.shared.lock();
+        if let Some(t) = st.txn.as_mut() {
+            t.set_phase(Phase::Ready);
+        }
+        // The transaction's failures were reported as its error; the next flush starts clean.
+        st.first_failure = None;
+        st.failed = 0;
+        log::debug!(
+            "producer: transactional.id {id}: transaction {}",
+            if commit { "committed" } else { "aborted" }
+        );
+        Ok(())
+    }
+
+    /// InitProducerId for the transactional id, retried within `deadline`.
+    fn init_producer_id(
+        &self,
+        deadline: Instant,
+        current: Option<ProducerIdEpoch>,
+    ) -> Result<ProducerIdEpoch> {
+        let id = self.txn_id();
+        let timeout_ms = self
+            .settings
+            .config
+            .transaction_timeout
+            .as_millis()
+            .min(i32::MAX as u128) as i32;
+        let resp = self.call_coordinator(
+            ApiKey::InitProducerId,
+            deadline,
+            None,
+            |v| transaction::init_request(v, &id, timeout_ms, current),
+            |r| (KafkaCode::from_code(r.error_code), None),
+        )?;
+        let got = ProducerIdEpoch {
+            id: resp.producer_id,
+            epoch: resp.producer_epoch,
+        };
+        if !got.is_valid() {
+            return Err(self.fail_for_good(Error::Kafka {
+                api: ApiKey::InitProducerId,
+                code: KafkaCode::None,
+                message: Some(format!("the coordinator handed out no producer id ({got})")),
+            }));
+        }
+        Ok(got)
+    }
+
+    /// TxnOffsetCommit to the group's coordinator, retried within `deadline`.
+    fn txn_offset_commit(
+        &self,
+        offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
+        group: &ConsumerGroupMetadata,
+        deadline: Instant,
+    ) -> Result<()> {
+        let id = self.txn_id();
+        let producer = self.producer_id_epoch();
+        let backoff = Backoff::fixed(self.settings.retry_backoff);
+        let what = || {
+            format!(
+                "TxnOffsetCommit of group {} for transactional.id {id}",
+                group.group_id
+            )
+        };
+        retry(deadline, backoff, what, || {
+            let coordinator = match self.client.find_coordinator_by(&group.group_id, deadline) {
+                Ok(b) => b.id,
+                Err(e) if e.is_coordinator_transient() => return Ok(Step::Retry(e)),
+                Err(e) => return Err(e),
+            };
+            let resp = match self.client.send_to_coordinator_by(coordinator, deadline, |_| {
+                transaction::txn_offset_commit_request(&id, producer, group, offsets)
+            }) {
+                Ok(r) => r,
+                Err(e) if e.is_unreachable() => return Ok(Step::Retry(e)),
+                Err(e) => return Err(e),
+            };
+            let (code, tp) = transaction::txn_offset_commit_answer(&resp);
+            let about = match &tp {
+                Some(tp) => format!(
+                    "group {} (generation {}, member {:?}, instance {:?}), {tp}",
+                    group.group_id, group.generation_id, group.member_id, group.group_instance_id
+                ),
+                None => format!("group {}", group.group_id),
+            };
+            let e = || {
+                Error::from_code_about(
+                    ApiKey::TxnOffsetCommit,
+                    code,
+                    Scope::transaction(&id, Some(&group.group_id)),
+                    &about,
+                    None,
+                )
+            };
+            match react(ApiKey::TxnOffsetCommit, code) {
+                Reaction::Ok => Ok(Step::Done(())),
+                Reaction::Retry | Reaction::FindCoordinator => Ok(Step::Retry(e())),
+                Reaction::Abortable => Err(self.fail_transaction(e())),
+                Reaction::Fatal => Err(self.fail_for_good(e())),
+            }
+        })
+    }
+
+    /// Sends a request to the transaction coordinator (found, and found again when it moves)
+    /// until it answers without a retriable error or `deadline` passes; an abortable or fatal
+    /// answer changes the transaction's phase and comes back as [`Error::Transaction`].
+    fn call_coordinator<R: Request>(
+        &self,
+        api: ApiKey,
+        deadline: Instant,
+        group: Option<&str>,
+        build: impl Fn(i16) -> R,
+        code_of: impl Fn(&R::Response) -> (KafkaCode, Option<String>),
+    ) -> Result<R::Response> {
+        let id = self.txn_id();
+        let backoff = Backoff::fixed(self.settings.retry_backoff);
+        let what = || format!("{} for transactional.id {id}", api.name());
+        retry(deadline, backoff, what, || {
+            let coordinator = match coordinator(&self.client, &self.shared, &id, deadline) {
+                Ok(c) => c,
+                Err(e) if e.is_coordinator_transient() => return Ok(Step::Retry(e)),
+                Err(e) => return Err(self.fail_for_good(e)),
+            };
+            let resp = match self.client.send_to_coordinator_by(coordinator, deadline, &build) {
+                Ok(r) => r,
+                Err(e) if e.is_unreachable() => {
+                    forget_coordinator(&self.shared);
+                    return Ok(Step::Retry(e));
+                }
+                Err(e) => return Err(e),
+            };
+            let (code, message) = code_of(&resp);
+            let e = || Error::from_code(api, code, Scope::transaction(&id, group), message.clone());
+            match react(api, code) {
+                Reaction::Ok => Ok(Step::Done(resp)),
+                Reaction::Retry => {
+                    if code == KafkaCode::ConcurrentTransactions {
+                        std::thread::sleep(
+                            CONCURRENT_RETRY.min(deadline.saturating_duration_since(Instant::now())),
+                        );
+                    }
+                    Ok(Step::Retry(e()))
+                }
+                Reaction::FindCoordinator => {
+                    forget_coordinator(&self.shared);
+                    Ok(Step::Retry(e()))
+                }
+                Reaction::Abortable => Err(self.fail_transaction(e())),
+                Reaction::Fatal => Err(self.fail_for_good(e())),
+            }
+        })
+    }
+
+    /// The transaction cannot commit because of `e`: the error the call returns.
+    fn fail_transaction(&self, e: Error) -> Error {
+        let cause = Arc::new(e);
+        let mut st = self.shared.lock();
+        if let Some(t) = st.txn.as_mut() {
+            t.abortable(Arc::clone(&cause));
+        }
+        Error::Transaction {
+            transactional_id: self.txn_id(),
+            action: TransactionAction::Abort,
+            cause,
+        }
+    }
+
+    /// The producer cannot go on because of `e`: every batch fails, and every later call.
+    fn fail_for_good(&self, e: Error) -> Error {
+        let cause = Arc::new(e);
+        log::error!("producer: transactional.id {}: {cause}", self.txn_id());
+        let mut st = self.shared.lock();
+        if let Some(t) = st.txn.as_mut() {
+            t.fatal(Arc::clone(&cause));
+        }
+        let fatal = Arc::new(Error::Transaction {
+            transactional_id: self.txn_id(),
+            action: TransactionAction::Close,
+            cause: Arc::clone(&cause),
+        });
+        for b in st.acc.drain_waiting() {
+            b.delivery.failed(Arc::clone(&fatal));
+        }
+        drop(st);
+        self.shared.settled.notify_all();
+        Error::Transaction {
+            transactional_id: self.txn_id(),
+            action: TransactionAction::Close,
+            cause,
+        }
+    }
+}
+
+/// The error of a transactional call on a producer without `transactional.id`.
+fn not_transactional(call: Call) -> impl FnOnce() -> Error {
+    move || Error::TransactionState {
+        call: match call {
+            Call::Init => "init_transactions",
+            Call::Begin => "begin_transaction",
+            Call::Send => "send",
+            Call::SendOffsets => "send_offsets_to_transaction",
+            Call::Commit => "commit_transaction",
+            Call::Abort => "abort_transaction",
+        },
+        state: "not transactional (set ProducerBuilder::transactional_id)",
+    }
+}
+
+/// The transaction coordinator's broker id: the one found last, or a new lookup.
+pub(super) fn coordinator(client: &Client, shared: &Shared, id: &str, deadline: Instant) -> Result<i32> {
+    if let Some(c) = shared.lock().txn.as_ref().and_then(|t| t.coordinator) {
+        return Ok(c);
+    }
+    let b = client.lookup_transaction_coordinator_by(id, deadline)?;
+    log::debug!("producer: transactional.id {id}: coordinator is broker {}", b.id);
+    if let Some(t) = shared.lock().txn.as_mut() {
+        t.coordinator = Some(b.id);
+    }
+    Ok(b.id)
+}
+
+/// The coordinator moved or is unreachable: look it up again next time.
+pub(super) fn forget_coordinator(shared: &Shared) {
+    if let Some(t) = shared.lock().txn.as_mut() {
+        t.coordinator = None;
+    }
+}
+
+/// What the sender thread's AddPartitionsToTxn came to.
+pub(super) enum Added {
+    /// The partitions are in the transaction.
+    Yes,
+    /// Try again after a pause (this long).
+    Retry(Duration),
+    /// The transaction cannot commit.
+    Abortable(Error),
+    /// The producer cannot go on.
+    Fatal(Error),
+}
+
+/// One AddPartitionsToTxn for `tps` (the sender thread's: partitions written for the first time
+/// in the transaction), bounded by `deadline`.
+pub(super) fn add_partitions(
+    client: &Client,
+    shared: &Shared,
+    id: &str,
+    producer: ProducerIdEpoch,
+    tps: &[TopicPartition],
+    retry_backoff: Duration,
+    deadline: Instant,
+) -> Added {
+    let coordinator = match coordinator(client, shared, id, deadline) {
+        Ok(c) => c,
+        Err(e) if e.is_coordinator_transient() => return Added::Retry(retry_backoff),
+        Err(e) => return Added::Fatal(e),
+    };
+    let resp = match client.send_to_coordinator_by(coordinator, deadline, |_| {
+        transaction::add_partitions_request(id, producer, tps)
+    }) {
+        Ok(r) => r,
+        Err(e) if e.is_unreachable() => {
+            forget_coordinator(shared);
+            return Added::Retry(retry_backoff);
+        }
+        Err(e) => return Added::Fatal(e),
+    };
+    let (code, tp) = transaction::add_partitions_answer(&resp);
+    let e = || {
+        let topic = tp.as_ref().map(|tp| tp.topic.as_str());
+        let scope = Scope {
+            topic,
+            ..Scope::transaction(id, None)
+        };
+        let about = tp
+            .as_ref()
+            .map_or_else(|| "the transaction".to_string(), |tp| tp.to_string());
+        Error::from_code_about(ApiKey::AddPartitionsToTxn, code, scope, &about, None)
+    };
+    match react(ApiKey::AddPartitionsToTxn, code) {
+        Reaction::Ok => Added::Yes,
+        Reaction::Retry if code == KafkaCode::ConcurrentTransactions => {
+            Added::Retry(CONCURRENT_RETRY.min(retry_backoff))
+        }
+        Reaction::Retry => Added::Retry(retry_backoff),
+        Reaction::FindCoordinator => {
+            forget_coordinator(shared);
+            Added::Retry(Duration::ZERO)
+        }
+        Reaction::Abortable => Added::Abortable(e()),
+        Reaction::Fatal => Added::Fatal(e()),
+    }
+}
