@@ -35,8 +35,10 @@
 //!    at sequence 0. Only when the epoch is exhausted does the producer need a new id
 //!    ([`Bump::NeedProducerId`]): InitProducerId again.
 //!
-//! Transactions are out of scope; the table still takes `transactional` where Kafka's
-//! reaction differs (fencing is fatal there), so that the rows are written down once.
+//! A transactional producer ([`Sequences::transactional`]) uses the same table with
+//! `transactional` set, where Kafka's reaction differs: fencing is fatal, and a sequence gap is
+//! not bumped locally but makes the transaction abort; after the abort the transaction
+//! coordinator hands out the next epoch (see `transaction`).
 
 use crate::error::Error;
 use crate::net::versions::{self, BrokerVersions};

@@ -8,7 +8,10 @@
 //! packed below `max.request.size` and answers read per partition; pure), `state` (what the
 //! caller and the threads share, and how an answer settles a batch), `sender` (the background
 //! thread: metadata, expiry, one thread per leader), `broker` (a leader's thread: requests in
-//! flight on its connection). This file is the caller's side: send, flush, close.
+//! flight on its connection), `transaction` (the transactional producer's states, its
+//! reaction to each coordinator answer, and its requests; pure) and `transactional` (the
+//! transaction calls and their coordinator I/O). This file is the caller's side: send, flush,
+//! close.
 
 mod accumulator;
 mod broker;
@@ -96,6 +99,82 @@ impl Client {
 ///
 /// Brokers before 0.11 (Produce below v3) get legacy message sets: magic 1 for Produce v2,
 /// magic 0 for v0 and v1; record headers need Produce v3 and zstd Produce v7.
+///
+/// # Transactions: exactly once
+///
+/// With [`ProducerBuilder::transactional_id`] the producer writes in transactions (KIP-98):
+/// the records sent between [`begin_transaction`](Self::begin_transaction) and
+/// [`commit_transaction`](Self::commit_transaction), and the consumer offsets given to
+/// [`send_offsets_to_transaction`](Self::send_offsets_to_transaction), are committed together
+/// or, after [`abort_transaction`](Self::abort_transaction) or a crash, not at all; consumers
+/// with `isolation.level=read_committed` never see an aborted record. A consumer group job
+/// that reads, transforms and writes this way processes every input record exactly once,
+/// across crashes and rebalances: the offsets commit only with the output they produced, and
+/// the group coordinator refuses the offsets of a member that is no longer current (KIP-447),
+/// so a zombie's transaction aborts instead of writing a second copy.
+///
+/// Each transaction call blocks for at most the timeout it is given, retrying what a retry can
+/// fix (`CONCURRENT_TRANSACTIONS`, a coordinator moving or loading) inside it. What is left
+/// comes back as [`Error::Transaction`], whose [`TransactionAction`](crate::TransactionAction)
+/// says what to do: `Abort` (abort, rewind the consumer to its committed offsets, redo the
+/// work) or `Close` (fenced by a newer instance with the same `transactional.id`, or not
+/// authorized: stop). A call that ran out of time ([`Error::Timeout`]) can be called again.
+/// This producer speaks transaction protocol v1 (AddPartitionsToTxn before a partition's
+/// first batch) to every broker from 0.11; offsets checked against the group need 2.5.
+///
+/// ```no_run
+/// use kafka_group::{Client, Error, IsolationLevel, OffsetAndMetadata, ProducerRecord, TransactionAction};
+/// use std::collections::BTreeMap;
+/// use std::time::Duration;
+///
+/// let client = Client::builder().bootstrap_servers("localhost:9092").build()?;
+/// let instance = "worker-1"; // stable across restarts of this worker
+/// let mut consumer = client
+///     .consumer("enricher")
+///     .group_instance_id(instance)
+///     .subscribe(["orders"])
+///     .isolation_level(IsolationLevel::ReadCommitted)
+///     .enable_auto_commit(false)
+///     .build()?;
+/// let mut producer = client
+///     .producer()
+///     .transactional_id(format!("enricher-{instance}"))
+///     .build()?;
+/// let t = Duration::from_secs(30);
+/// producer.init_transactions(t)?; // fences this worker's previous incarnation
+/// loop {
+///     let polled = consumer.poll(Duration::from_millis(500))?;
+///     if polled.records.is_empty() {
+///         continue;
+///     }
+///     producer.begin_transaction()?;
+///     let mut offsets = BTreeMap::new();
+///     for r in &polled.records {
+///         producer.send(ProducerRecord::new("orders-enriched", r.value.clone().unwrap_or_default()))?;
+///         offsets.insert(r.topic_partition(), OffsetAndMetadata::new(r.offset + 1));
+///     }
+///     let group = consumer.group_metadata().expect("a consumer group");
+///     let done = producer
+///         .send_offsets_to_transaction(&offsets, &group, t)
+///         .and_then(|()| producer.commit_transaction(t));
+///     match done {
+///         Ok(()) => {}
+///         Err(Error::Transaction { action: TransactionAction::Abort, .. }) => {
+///             producer.abort_transaction(t)?;
+///             // Redo from the last committed offsets.
+///             let assigned = consumer.assignment();
+///             for (tp, offset) in consumer.committed(&assigned)? {
+///                 match offset {
+///                     Some(o) => consumer.seek(&tp, o)?,
+///                     None => consumer.seek_to_beginning(std::slice::from_ref(&tp))?,
+///                 }
+///             }
+///         }
+///         Err(e) => return Err(e.into()), // fenced or unusable: stop
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// ```no_run
 /// use kafka_group::{Acks, ProducerRecord};

@@ -621,3 +621,382 @@ pub(super) fn add_partitions(
         Reaction::Fatal => Added::Fatal(e()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each row of the reaction table, as the application sees it, on the scripted broker.
+
+    use super::*;
+    use crate::net::script::{Answer, Script};
+    use crate::protocol::messages::add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    use crate::protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    use crate::protocol::messages::{
+        AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, FindCoordinatorRequest,
+        InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+    };
+    use crate::records;
+    use crate::{ProducerRecord, Resource};
+
+    const CALL: Duration = Duration::from_secs(10);
+
+    /// Broker 0 leads topic `t` (2 partitions), coordinates every key, hands out producer id
+    /// 7 (epoch 1, then one higher per InitProducerId), adds every partition and ends every
+    /// transaction, and writes every batch: unless a test queues other answers first.
+    fn script() -> Script {
+        let script = Script::new();
+        script.cluster(&[(0, "b0", 9092)]).topic("t", 2).coordinator(0);
+        let mut epoch = 0;
+        script.on::<InitProducerIdRequest>(move |_, _| {
+            epoch += 1;
+            Answer::Reply(InitProducerIdResponse {
+                producer_id: 7,
+                producer_epoch: epoch,
+                ..Default::default()
+            })
+        });
+        script.on::<AddPartitionsToTxnRequest>(|req, _| Answer::Reply(added(req, KafkaCode::None)));
+        script.on::<AddOffsetsToTxnRequest>(|_, _| Answer::Reply(AddOffsetsToTxnResponse::default()));
+        script.on::<EndTxnRequest>(|_, _| Answer::Reply(EndTxnResponse::default()));
+        script.on::<ProduceRequest>(|req, _| {
+            Answer::Reply(ProduceResponse {
+                responses: req
+                    .topic_data
+                    .iter()
+                    .map(|t| TopicProduceResponse {
+                        name: t.name.clone(),
+                        partition_responses: t
+                            .partition_data
+                            .iter()
+                            .map(|p| PartitionProduceResponse {
+                                index: p.index,
+                                base_offset: 0,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+        });
+        script
+    }
+
+    /// Every partition of `req` answered with `code`.
+    fn added(req: &AddPartitionsToTxnRequest, code: KafkaCode) -> AddPartitionsToTxnResponse {
+        AddPartitionsToTxnResponse {
+            results_by_topic_v3_and_below: req
+                .v3_and_below_topics
+                .iter()
+                .map(|t| AddPartitionsToTxnTopicResult {
+                    name: t.name.clone(),
+                    results_by_partition: t
+                        .partitions
+                        .iter()
+                        .map(|p| AddPartitionsToTxnPartitionResult {
+                            partition_index: *p,
+                            partition_error_code: code.code(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn producer(script: &Script) -> Producer {
+        script
+            .client(
+                Client::builder()
+                    .bootstrap_servers("b0:9092")
+                    .reconnect_backoff(Duration::from_millis(1))
+                    .retry_backoff(Duration::from_millis(1)),
+            )
+            .unwrap()
+            .producer()
+            .transactional_id("tx")
+            .linger(Duration::ZERO)
+            .build()
+            .unwrap()
+    }
+
+    fn apis(script: &Script) -> Vec<ApiKey> {
+        script.seen().iter().map(|s| s.api).collect()
+    }
+
+    #[test]
+    fn loading_and_moving_coordinators_and_concurrent_transactions_are_retried_inside_the_call() {
+        let script = script();
+        script
+            .push::<InitProducerIdRequest>(Answer::Reply(InitProducerIdResponse {
+                error_code: KafkaCode::CoordinatorLoadInProgress.code(),
+                ..Default::default()
+            }))
+            .push::<InitProducerIdRequest>(Answer::Reply(InitProducerIdResponse {
+                error_code: KafkaCode::NotCoordinator.code(),
+                ..Default::default()
+            }))
+            .push::<EndTxnRequest>(Answer::Reply(EndTxnResponse {
+                error_code: KafkaCode::ConcurrentTransactions.code(),
+                ..Default::default()
+            }));
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        let finds = script.requests::<FindCoordinatorRequest>();
+        assert_eq!(finds.len(), 2, "looked up again after NOT_COORDINATOR");
+        assert!(
+            finds.iter().all(|f| f.key_type == 1),
+            "transaction coordinator lookups"
+        );
+        assert_eq!(script.requests::<InitProducerIdRequest>().len(), 3);
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "v").partition(1)).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        assert_eq!(
+            script.requests::<EndTxnRequest>().len(),
+            2,
+            "CONCURRENT_TRANSACTIONS retried"
+        );
+        assert!(script.requests::<EndTxnRequest>().iter().all(|e| e.committed));
+    }
+
+    #[test]
+    fn a_partitions_batches_go_only_after_the_coordinator_added_it_and_carry_the_transaction() {
+        let script = script();
+        // Clients' versions (v0-v3) answer per partition only.
+        script.push::<AddPartitionsToTxnRequest>(Answer::Reply(AddPartitionsToTxnResponse {
+            results_by_topic_v3_and_below: vec![AddPartitionsToTxnTopicResult {
+                name: "t".into(),
+                results_by_partition: vec![AddPartitionsToTxnPartitionResult {
+                    partition_index: 1,
+                    partition_error_code: KafkaCode::ConcurrentTransactions.code(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }));
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        let handle = p.send(ProducerRecord::new("t", "v").partition(1)).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        assert!(handle.wait().is_ok());
+        let seen = apis(&script);
+        let produce_at = seen.iter().position(|a| *a == ApiKey::Produce).unwrap();
+        let adds: Vec<usize> = seen
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| **a == ApiKey::AddPartitionsToTxn)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(adds.len(), 2, "retried after CONCURRENT_TRANSACTIONS: {seen:?}");
+        assert!(adds[1] < produce_at, "added before produced: {seen:?}");
+        let end_at = seen.iter().position(|a| *a == ApiKey::EndTxn).unwrap();
+        assert!(produce_at < end_at, "{seen:?}");
+        let produce = &script.requests::<ProduceRequest>()[0];
+        assert_eq!(produce.transactional_id.as_deref(), Some("tx"));
+        let batch = produce.topic_data[0].partition_data[0].records.clone().unwrap();
+        let info = records::decode(&batch, &records::DecodeLimits::default()).unwrap();
+        assert!(
+            !info.transactional().is_empty(),
+            "the batch has the transactional attribute"
+        );
+    }
+
+    #[test]
+    fn a_partition_the_coordinator_refuses_makes_the_transaction_abortable_and_abort_recovers() {
+        let script = script();
+        script.push::<AddPartitionsToTxnRequest>(Answer::Reply(AddPartitionsToTxnResponse {
+            results_by_topic_v3_and_below: vec![AddPartitionsToTxnTopicResult {
+                name: "t".into(),
+                results_by_partition: vec![AddPartitionsToTxnPartitionResult {
+                    partition_index: 0,
+                    partition_error_code: KafkaCode::TopicAuthorizationFailed.code(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }));
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        let lost = p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        let e = p.commit_transaction(CALL).unwrap_err();
+        match &e {
+            Error::Transaction {
+                action: TransactionAction::Abort,
+                cause,
+                ..
+            } => assert!(
+                matches!(&**cause, Error::Authorization { resource: Resource::Topic(t), .. } if t == "t"),
+                "{cause:?}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(script.requests::<EndTxnRequest>().is_empty(), "nothing committed");
+        p.abort_transaction(CALL).unwrap();
+        assert!(
+            lost.wait().is_err(),
+            "the record of the aborted transaction failed"
+        );
+        // The producer goes on.
+        p.begin_transaction().unwrap();
+        let ok = p.send(ProducerRecord::new("t", "w").partition(0)).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        assert!(ok.wait().is_ok());
+    }
+
+    #[test]
+    fn a_fenced_producer_can_do_nothing_more_and_says_why() {
+        let script = script();
+        script.push::<EndTxnRequest>(Answer::Reply(EndTxnResponse {
+            error_code: KafkaCode::ProducerFenced.code(),
+            ..Default::default()
+        }));
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "v")).unwrap();
+        let e = p.commit_transaction(CALL).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Transaction {
+                    action: TransactionAction::Close,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .contains("another producer with the same transactional.id"),
+            "{e}"
+        );
+        for e in [
+            p.begin_transaction().unwrap_err(),
+            p.abort_transaction(CALL).unwrap_err(),
+            p.send(ProducerRecord::new("t", "x")).unwrap_err(),
+        ] {
+            assert!(
+                matches!(
+                    e,
+                    Error::Transaction {
+                        action: TransactionAction::Close,
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_commit_that_runs_out_of_time_continues_when_called_again() {
+        let script = script();
+        // The coordinator is slower than the first call's bound.
+        script.push::<EndTxnRequest>(Answer::Delayed(
+            Duration::from_millis(900),
+            EndTxnResponse::default(),
+        ));
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "v")).unwrap();
+        let started = Instant::now();
+        let e = p.commit_transaction(Duration::from_millis(300)).unwrap_err();
+        assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+        assert!(started.elapsed() < Duration::from_millis(300) + crate::deadline::LOAD_MARGIN);
+        let e = p.begin_transaction().unwrap_err();
+        assert!(e.to_string().contains("call commit_transaction again"), "{e}");
+        p.commit_transaction(CALL).unwrap();
+        p.begin_transaction().unwrap();
+    }
+
+    #[test]
+    fn an_abort_after_a_lost_record_gets_a_new_epoch_so_sequences_restart() {
+        let script = script();
+        script.push::<ProduceRequest>(Answer::Reply(ProduceResponse {
+            responses: vec![TopicProduceResponse {
+                name: "t".into(),
+                partition_responses: vec![PartitionProduceResponse {
+                    index: 0,
+                    error_code: KafkaCode::InvalidRecord.code(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }));
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        let e = p.commit_transaction(CALL).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Transaction {
+                    action: TransactionAction::Abort,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        p.abort_transaction(CALL).unwrap();
+        let inits = script.requests::<InitProducerIdRequest>();
+        assert_eq!(inits.len(), 2, "the abort asked for a new epoch");
+        assert_eq!(
+            (inits[1].producer_id, inits[1].producer_epoch),
+            (7, 1),
+            "naming the current one"
+        );
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "w").partition(0)).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        let last = script.requests::<ProduceRequest>().pop().unwrap();
+        let batch = last.topic_data[0].partition_data[0].records.clone().unwrap();
+        let info = records::decode(&batch, &records::DecodeLimits::default()).unwrap();
+        let header = info.batches[0];
+        assert_eq!(
+            (header.producer_epoch, header.base_sequence),
+            (2, 0),
+            "{header:?}"
+        );
+    }
+
+    #[test]
+    fn brokers_too_old_are_named_before_anything_is_sent() {
+        let script = script();
+        script.version_range(ApiKey::AddPartitionsToTxn, None);
+        let mut p = producer(&script);
+        let e = p.init_transactions(CALL).unwrap_err();
+        assert!(matches!(e, Error::MissingCapability { .. }), "{e:?}");
+        assert!(e.to_string().contains("0.11"), "{e}");
+
+        let script = self::script();
+        script.version_range(ApiKey::TxnOffsetCommit, Some(crate::VersionRange::new(0, 2)));
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        let group = ConsumerGroupMetadata {
+            group_id: "g".into(),
+            generation_id: 1,
+            member_id: "m".into(),
+            group_instance_id: None,
+        };
+        let e = p
+            .send_offsets_to_transaction(&BTreeMap::new(), &group, CALL)
+            .unwrap_err();
+        assert!(matches!(e, Error::MissingCapability { .. }), "{e:?}");
+        assert!(e.to_string().contains("2.5"), "{e}");
+        assert!(script.requests::<AddOffsetsToTxnRequest>().is_empty());
+    }
+}

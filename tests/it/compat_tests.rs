@@ -150,6 +150,97 @@ fn compat_produce_consume_every_compression_commit_and_lag() {
     c.close().unwrap();
 }
 
+/// Transactions (0.11+): committed records read by a `read_committed` consumer, aborted ones
+/// only by a `read_uncommitted` one; offsets in a transaction checked against the group's
+/// generation (KIP-447, 2.5+). Older releases get the clear error naming the release.
+#[test]
+fn compat_transactions_commit_abort_and_group_offsets() {
+    use kafka_group::{ConsumerGroupMetadata, IsolationLevel, OffsetAndMetadata};
+    use std::collections::BTreeMap;
+    const CALL: Duration = Duration::from_secs(60);
+    let client = client(broker::shared().bootstrap());
+    let topic = topic(&client, "compat-txn", 1);
+    let mut p = client
+        .producer()
+        .transactional_id(unique_name("compat-txn"))
+        .build()
+        .unwrap();
+    if !since([0, 11, 0]) {
+        let e = p.init_transactions(CALL).unwrap_err();
+        assert!(matches!(e, Error::MissingCapability { .. }), "{e:?}");
+        assert!(e.to_string().contains("0.11"), "{e}");
+        not_applicable(
+            "compat_transactions_commit_abort_and_group_offsets",
+            "transactions need 0.11",
+        );
+        return;
+    }
+    p.init_transactions(CALL).unwrap();
+    let tp = TopicPartition::new(topic.clone(), 0);
+    for (values, commit) in [
+        (&["c1", "c2"][..], true),
+        (&["a1"][..], false),
+        (&["c3"][..], true),
+    ] {
+        p.begin_transaction().unwrap();
+        for v in values {
+            p.send(ProducerRecord::new(&topic, *v).partition(0)).unwrap();
+        }
+        if commit {
+            p.commit_transaction(CALL).unwrap();
+        } else {
+            p.flush().unwrap();
+            p.abort_transaction(CALL).unwrap();
+        }
+    }
+    let read = |isolation, n| {
+        let mut c = builder(&client, &unique_name("compat-txn-read"), &topic)
+            .isolation_level(isolation)
+            .build()
+            .unwrap();
+        let mut got: Vec<String> = consume(&mut c, n, Duration::from_secs(60), false)
+            .iter()
+            .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+            .collect();
+        // Nothing more: an aborted record would come now.
+        for r in c.poll(Duration::from_secs(1)).unwrap().records {
+            got.push(String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned());
+        }
+        c.close().unwrap();
+        got
+    };
+    assert_eq!(read(IsolationLevel::ReadCommitted, 3), ["c1", "c2", "c3"]);
+    assert_eq!(read(IsolationLevel::ReadUncommitted, 4), ["c1", "c2", "a1", "c3"]);
+
+    let group = ConsumerGroupMetadata {
+        group_id: unique_name("compat-txn-group"),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+    };
+    let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> =
+        [(tp.clone(), OffsetAndMetadata::new(2))].into();
+    p.begin_transaction().unwrap();
+    let sent = p.send_offsets_to_transaction(&offsets, &group, CALL);
+    if !since([2, 5, 0]) {
+        let e = sent.unwrap_err();
+        assert!(matches!(e, Error::MissingCapability { .. }), "{e:?}");
+        assert!(e.to_string().contains("2.5"), "{e}");
+        p.abort_transaction(CALL).unwrap();
+        not_applicable(
+            "compat_transactions_commit_abort_and_group_offsets",
+            "offsets in a transaction checked against the group (KIP-447) need 2.5",
+        );
+        return;
+    }
+    // A group with no members (generation -1, as a standalone consumer commits) takes them.
+    sent.unwrap();
+    p.commit_transaction(CALL).unwrap();
+    let mut c = builder(&client, &group.group_id, &topic).build().unwrap();
+    assert_eq!(c.committed(std::slice::from_ref(&tp)).unwrap()[&tp], Some(2));
+    c.close().unwrap();
+}
+
 /// What the release does with what it cannot store: headers before 0.11, zstd before 2.1.
 #[test]
 fn compat_headers_and_zstd_refused_clearly_where_missing() {
