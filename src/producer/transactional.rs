@@ -409,8 +409,11 @@ impl Producer {
             let (code, tp) = transaction::txn_offset_commit_answer(&resp);
             let about = match &tp {
                 Some(tp) => format!(
-                    "group {} (generation {}, member {:?}, instance {:?}), {tp}",
-                    group.group_id, group.generation_id, group.member_id, group.group_instance_id
+                    "group {} (generation {}, member {:?}, instance {}), {tp}",
+                    group.group_id,
+                    group.generation_id,
+                    group.member_id,
+                    group.group_instance_id.as_deref().unwrap_or("none")
                 ),
                 None => format!("group {}", group.group_id),
             };

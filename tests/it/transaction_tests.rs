@@ -327,3 +327,99 @@ fn offsets_sent_in_a_transaction_are_committed_with_it_and_refused_for_a_stale_g
     assert_eq!(read, ["out-committed", "out-after"].map(String::from).into());
     c.close().unwrap();
 }
+
+/// The zombie checks of KIP-447 for the two kinds of member the offsets can come from: a static
+/// member of the classic protocol (a stale member id with its instance id is fenced), and a
+/// member of the consumer protocol (KIP-848), whose group metadata carries its member epoch.
+#[test]
+fn offsets_in_a_transaction_are_checked_against_static_and_consumer_protocol_members() {
+    use kafka_group::GroupProtocol;
+    let cases: [(&str, &'static broker::Broker, GroupProtocol); 2] = [
+        ("classic static", broker::shared(), GroupProtocol::Classic),
+        (
+            "consumer protocol",
+            broker::consumer_protocol(),
+            GroupProtocol::Consumer,
+        ),
+    ];
+    for (what, broker, protocol) in cases {
+        let client = client(broker.bootstrap());
+        let input = create_topic(&client, "txn-zombie-in", 1, 1);
+        let group = unique_name("txn-zombie");
+        let tp = TopicPartition::new(&input, 0);
+        let mut c = client
+            .consumer(&group)
+            .subscribe([input.as_str()])
+            .group_protocol(protocol)
+            .group_instance_id(unique_name("instance"))
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .enable_auto_commit(false)
+            .build()
+            .unwrap();
+        join(&mut c);
+        let meta = c.group_metadata().unwrap();
+        assert!(
+            meta.generation_id > 0 && meta.group_instance_id.is_some(),
+            "{what}: {meta:?}"
+        );
+        let mut p = transactional(&client, &unique_name("txn-zombie"));
+        let offsets = |o| -> BTreeMap<TopicPartition, OffsetAndMetadata> {
+            [(tp.clone(), OffsetAndMetadata::new(o))].into()
+        };
+        p.begin_transaction().unwrap();
+        p.send_offsets_to_transaction(&offsets(3), &meta, CALL).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        assert_eq!(
+            c.committed(std::slice::from_ref(&tp)).unwrap()[&tp],
+            Some(3),
+            "{what}"
+        );
+
+        let zombies = [
+            ConsumerGroupMetadata {
+                member_id: format!("{}-old", meta.member_id),
+                ..meta.clone()
+            },
+            ConsumerGroupMetadata {
+                generation_id: meta.generation_id + 100,
+                ..meta.clone()
+            },
+        ];
+        for zombie in zombies {
+            p.begin_transaction().unwrap();
+            let e = p
+                .send_offsets_to_transaction(&offsets(5), &zombie, CALL)
+                .unwrap_err();
+            let Error::Transaction {
+                action: TransactionAction::Abort,
+                cause,
+                ..
+            } = &e
+            else {
+                panic!("{what}: the zombie's offsets must be refused, got {e:?}");
+            };
+            let code = cause.kafka_code();
+            assert!(
+                matches!(
+                    code,
+                    Some(
+                        KafkaCode::FencedInstanceId
+                            | KafkaCode::UnknownMemberId
+                            | KafkaCode::IllegalGeneration
+                            | KafkaCode::StaleMemberEpoch
+                            | KafkaCode::FencedMemberEpoch
+                    )
+                ),
+                "{what}: {zombie:?}: {e}"
+            );
+            eprintln!("{what}: {zombie:?} refused with {e}");
+            p.abort_transaction(CALL).unwrap();
+        }
+        assert_eq!(
+            c.committed(std::slice::from_ref(&tp)).unwrap()[&tp],
+            Some(3),
+            "{what}"
+        );
+        c.close().unwrap();
+    }
+}
