@@ -36,6 +36,7 @@ mod offsets_tests;
 mod producer_tests;
 mod proxy_tests;
 mod reauth_tests;
+mod read_committed_tests;
 mod records_tests;
 mod revoked_credentials_tests;
 mod sasl_tests;
