@@ -119,12 +119,18 @@ fn read_all(
     // Nothing more: no marker and no record twice.
     for _ in 0..3 {
         let more = c.poll(Duration::from_millis(200)).unwrap().records;
-        assert!(more.is_empty(), "{isolation:?}: past the end offset {end}: {more:?}");
+        assert!(
+            more.is_empty(),
+            "{isolation:?}: past the end offset {end}: {more:?}"
+        );
     }
     assert_eq!(c.position(&tp), Some(end));
     c.close().unwrap();
     let offsets: Vec<i64> = got.iter().map(|(o, _)| *o).collect();
-    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{isolation:?}: offsets out of order {offsets:?}");
+    assert!(
+        offsets.windows(2).all(|w| w[0] < w[1]),
+        "{isolation:?}: offsets out of order {offsets:?}"
+    );
     let mut values: Vec<String> = got.into_iter().map(|(_, v)| v).collect();
     values.sort();
     values
@@ -218,4 +224,3 @@ fn read_committed_of_librdkafka_transactions() {
     assert_eq!(json["aborted"], aborted.len(), "{json}");
     check(&client, &topic, prefix);
 }
-
