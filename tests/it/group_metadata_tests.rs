@@ -126,3 +126,62 @@ fn group_metadata_is_the_member_epoch_under_the_consumer_protocol() {
     a.close().unwrap();
     b.close().unwrap();
 }
+
+/// A static member an admin removes from the group is fenced at its next heartbeat and joins
+/// again as a new member: from then on its metadata must carry what it rejoined with, the
+/// old member id and generation being exactly what the coordinator now refuses.
+fn removed_member_rejoins(protocol: GroupProtocol, bootstrap: &str, prefix: &str) {
+    let client = client(bootstrap);
+    let group = unique_name(prefix);
+    let topic = topic_with_partitions(&client, 1);
+    let mut a = member(&client, &group, &topic, protocol, "a");
+    poll_until(&mut [&mut a], "an assignment", |cs| {
+        !cs[0].assignment().is_empty()
+    });
+    let first = meta(&a);
+    let removed = client.admin().remove_members(&group, &["a"]).unwrap();
+    assert_eq!(removed, vec![("a".to_string(), Ok(()))]);
+    poll_until(&mut [&mut a], "a rejoin after the removal", |cs| {
+        let now = meta(cs[0]);
+        now.member_id != first.member_id || now.generation_id != first.generation_id
+    });
+    poll_until(&mut [&mut a], "an assignment after the rejoin", |cs| {
+        !cs[0].assignment().is_empty() && meta(cs[0]).generation_id > 0
+    });
+    let now = meta(&a);
+    assert_eq!(now.group_instance_id.as_deref(), Some("a"));
+    assert!(now.generation_id > first.generation_id, "{now:?} {first:?}");
+    if protocol == GroupProtocol::Classic {
+        // The coordinator gave the rejoining member a new id.
+        assert_ne!(now.member_id, first.member_id, "{now:?} {first:?}");
+    } else {
+        // The member keeps its id and rejoins at epoch 0; the epoch it is given then is the
+        // coordinator's.
+        let d = client.admin().describe_group(&group).unwrap();
+        let epoch = d
+            .members
+            .iter()
+            .find(|m| m.member_id == now.member_id)
+            .and_then(|m| m.member_epoch);
+        assert_eq!(Some(now.generation_id), epoch, "{now:?} {d:?}");
+    }
+    a.close().unwrap();
+}
+
+#[test]
+fn group_metadata_of_a_removed_and_rejoined_classic_member_is_the_new_one() {
+    removed_member_rejoins(
+        GroupProtocol::Classic,
+        broker::shared().bootstrap(),
+        "meta-removed",
+    );
+}
+
+#[test]
+fn group_metadata_of_a_removed_and_rejoined_consumer_protocol_member_is_the_new_one() {
+    removed_member_rejoins(
+        GroupProtocol::Consumer,
+        broker::consumer_protocol().bootstrap(),
+        "meta-removed-848",
+    );
+}
