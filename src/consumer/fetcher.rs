@@ -462,7 +462,7 @@ impl Fetcher {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::protocol::messages::fetch_response::{
         AbortedTransaction, FetchableTopicResponse, PartitionData,
