@@ -36,12 +36,29 @@ impl OffsetReset {
 /// `isolation.level`: which records of transactional producers a consumer sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IsolationLevel {
-    /// `read_uncommitted`: every record, including those of open and aborted transactions.
-    /// Kafka's default.
+    /// `read_uncommitted`: every data record, including those of open and aborted
+    /// transactions. Transaction markers (control records) are never handed out, and positions
+    /// move past them as under [`ReadCommitted`](Self::ReadCommitted). Kafka's default.
     #[default]
     ReadUncommitted,
-    /// `read_committed`: records of aborted transactions are dropped and the consumer reads no
-    /// further than the last stable offset. Needs Fetch v4 (Kafka 0.11).
+    /// `read_committed`: what a transactional producer committed, and every record written
+    /// outside a transaction. Needs Fetch v4 (Kafka 0.11); an older broker fails the poll with
+    /// [`Error::UnsupportedVersion`](crate::Error::UnsupportedVersion) naming Fetch.
+    ///
+    /// - The consumer reads no further than the partition's **last stable offset** (the first
+    ///   offset of the oldest transaction still open): a poll hands out nothing past it until
+    ///   that transaction ends, and [`end_offsets`](crate::Consumer::end_offsets) answers it
+    ///   instead of the high watermark.
+    /// - Records of **aborted transactions are skipped**, with every compression, when the
+    ///   transaction spans several batches, is interleaved with other producers' transactions
+    ///   on the partition, or has its abort marker in a later fetch than its records (the
+    ///   broker lists the aborted transactions a fetch overlaps).
+    /// - **Control records** (the commit and abort markers the broker writes when a
+    ///   transaction ends) are never returned.
+    /// - **Positions advance past markers**: a fetch that brings only a marker moves
+    ///   [`position`](crate::Consumer::position) past it, so after the last transaction of a
+    ///   partition the position reaches the partition's end offset and a commit of positions
+    ///   does not leave the marker to be fetched again.
     ReadCommitted,
 }
 

@@ -7,12 +7,20 @@ use crate::group::{GroupMember, TopicPartition};
 
 /// What the group knows of a consumer, from [`Consumer::group_metadata`] (Java's
 /// `ConsumerGroupMetadata`, rdkafka's `rd_kafka_consumer_group_metadata`).
+///
+/// A transactional producer sends it with the offsets it commits in a transaction
+/// (`send_offsets_to_transaction`, TxnOffsetCommit, KIP-447): the group coordinator refuses
+/// the commit unless the generation (or member epoch), member id and instance id are the
+/// member's current ones, which is how a zombie that lost its partitions is kept from
+/// committing. Take it afresh for each transaction: a value kept across a rebalance is stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerGroupMetadata {
     /// `group.id`.
     pub group_id: String,
-    /// The generation the consumer holds; -1 outside a generation (before the first join,
-    /// after leaving, or with manual assignment).
+    /// The generation the consumer holds: under the classic protocol the group's generation
+    /// id from its last JoinGroup; under the consumer protocol (KIP-848) the member epoch from
+    /// its last heartbeat answer. -1 outside a generation (before the first join, after
+    /// leaving, or with manual assignment).
     pub generation_id: i32,
     /// The member id the coordinator gave; empty outside a generation.
     pub member_id: String,
@@ -91,8 +99,11 @@ impl Consumer {
         Ok(())
     }
 
-    /// Group id, generation, member id and instance id (Java `groupMetadata`); `None` for a
-    /// consumer without a group.
+    /// Group id, generation, member id and instance id as of now (Java `groupMetadata`);
+    /// `None` for a consumer without a group. After a rebalance (classic) or an assignment
+    /// change (consumer protocol), it gives the new generation or member epoch as soon as the
+    /// `poll` that went through it returns; a member fenced and rejoined gives its new ones.
+    /// See [`ConsumerGroupMetadata`] for what a transactional producer does with it.
     pub fn group_metadata(&self) -> Option<ConsumerGroupMetadata> {
         let m: &GroupMember = self.member.as_ref()?;
         Some(ConsumerGroupMetadata {

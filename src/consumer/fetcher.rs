@@ -462,7 +462,7 @@ impl Fetcher {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::protocol::messages::fetch_response::{
         AbortedTransaction, FetchableTopicResponse, PartitionData,
@@ -621,6 +621,18 @@ mod tests {
     /// A batch written at `base` by `producer` (transactional), or a control batch with an
     /// abort (`commit` false) or commit marker.
     fn txn_batch(base: i64, producer: i64, n: usize, control: Option<bool>, epoch: i32) -> Bytes {
+        txn_batch_in(base, producer, n, control, epoch, KpCompression::None)
+    }
+
+    /// [`txn_batch`] compressed with `compression`.
+    pub(crate) fn txn_batch_in(
+        base: i64,
+        producer: i64,
+        n: usize,
+        control: Option<bool>,
+        epoch: i32,
+        compression: KpCompression,
+    ) -> Bytes {
         let recs: Vec<KpRecord> = (0..n)
             .map(|i| KpRecord {
                 transactional: true,
@@ -650,7 +662,7 @@ mod tests {
             &recs,
             &RecordEncodeOptions {
                 version: 2,
-                compression: KpCompression::None,
+                compression,
             },
         )
         .unwrap();
@@ -871,5 +883,117 @@ mod tests {
             panic!()
         };
         assert!(records.iter().all(|r| r.leader_epoch == Some(9)));
+    }
+
+    /// Offsets and values of what one partition's answer hands out, and where it goes on.
+    fn handed_out(
+        bytes: &Bytes,
+        from: i64,
+        aborted: Vec<(i64, i64)>,
+        isolation: IsolationLevel,
+    ) -> (Vec<(i64, String)>, Option<i64>) {
+        let out = read(
+            12,
+            response(bytes.clone(), KafkaCode::None, Some(aborted)),
+            from,
+            isolation,
+        );
+        match &out[0].1 {
+            PartitionFetch::Records {
+                records, next_offset, ..
+            } => (
+                records
+                    .iter()
+                    .map(|r| {
+                        let v = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+                        (r.offset, v.into_owned())
+                    })
+                    .collect(),
+                *next_offset,
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Two producers' transactions interleaved on one partition, the aborted one over two
+    /// batches: producer 7 writes 0-1 and 4 then aborts (marker at 6), producer 8 writes 2-3
+    /// and commits (marker at 5). With every codec the data batches can carry (markers are
+    /// never compressed: the broker writes them), read_committed hands out 2-3 only,
+    /// read_uncommitted every data record, and neither a marker.
+    #[test]
+    fn interleaved_transactions_are_filtered_with_every_compression() {
+        for codec in [
+            KpCompression::None,
+            KpCompression::Gzip,
+            KpCompression::Snappy,
+            KpCompression::Lz4,
+            KpCompression::Zstd,
+        ] {
+            let bytes = concat(&[
+                txn_batch_in(0, 7, 2, None, 1, codec),
+                txn_batch_in(2, 8, 2, None, 1, codec),
+                txn_batch_in(4, 7, 1, None, 1, codec),
+                txn_batch(5, 8, 1, Some(true), 1),
+                txn_batch(6, 7, 1, Some(false), 1),
+            ]);
+            let committed = handed_out(&bytes, 0, vec![(7, 0)], IsolationLevel::ReadCommitted);
+            assert_eq!(
+                committed,
+                (vec![(2, "v2".into()), (3, "v3".into())], Some(7)),
+                "{codec:?}"
+            );
+            let all = handed_out(&bytes, 0, vec![(7, 0)], IsolationLevel::ReadUncommitted);
+            let want: Vec<(i64, String)> = (0..5).map(|o| (o, format!("v{o}"))).collect();
+            assert_eq!(all, (want, Some(7)), "{codec:?}");
+        }
+    }
+
+    /// A fetch cut short by its size limit brings an aborted transaction's records but not
+    /// its marker: the broker's aborted-transaction list already names it, so the records are
+    /// dropped; the next fetch, starting at the marker, hands out what follows it.
+    #[test]
+    fn an_abort_marker_in_a_later_fetch_still_drops_the_records() {
+        let first = concat(&[txn_batch(0, 7, 2, None, 1), txn_batch(2, 7, 2, None, 1)]);
+        assert_eq!(
+            handed_out(&first, 0, vec![(7, 0)], IsolationLevel::ReadCommitted),
+            (vec![], Some(4))
+        );
+        let second = concat(&[
+            txn_batch(4, 7, 1, Some(false), 1),
+            txn_batch(5, 7, 1, None, 1),
+            txn_batch(6, 7, 1, Some(true), 1),
+        ]);
+        // The list still holds the transaction begun at 0 (its marker is in this answer);
+        // producer 7's next transaction, from 5, committed.
+        assert_eq!(
+            handed_out(&second, 4, vec![(7, 0)], IsolationLevel::ReadCommitted),
+            (vec![(5, "v5".into())], Some(7))
+        );
+        assert_eq!(
+            handed_out(&first, 0, vec![(7, 0)], IsolationLevel::ReadUncommitted)
+                .0
+                .len(),
+            4
+        );
+    }
+
+    /// An answer holding nothing but a marker hands out nothing, yet says where the log goes
+    /// on, so the consumer does not fetch the marker again.
+    #[test]
+    fn an_answer_of_only_a_marker_moves_the_position_past_it() {
+        for (commit, isolation) in [
+            (true, IsolationLevel::ReadCommitted),
+            (false, IsolationLevel::ReadCommitted),
+            (true, IsolationLevel::ReadUncommitted),
+            (false, IsolationLevel::ReadUncommitted),
+        ] {
+            let marker = txn_batch(10, 7, 1, Some(commit), 1);
+            let aborted = if commit { vec![] } else { vec![(7, 3)] };
+            assert_eq!(
+                handed_out(&marker, 10, aborted, isolation),
+                (vec![], Some(11)),
+                "{commit} {isolation:?}"
+            );
+        }
     }
 }

@@ -23,6 +23,8 @@ mod prefetch;
 mod record;
 #[cfg(test)]
 mod scripted;
+#[cfg(test)]
+mod scripted_transactions;
 mod workers;
 
 pub use builder::ConsumerBuilder;

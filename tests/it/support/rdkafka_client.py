@@ -16,6 +16,10 @@ missing.
   produce BOOTSTRAP TOPIC PARTITIONS PER_PARTITION [--timeout S]
       writes PER_PARTITION records with value "p<partition>-<i>" to each partition explicitly,
       acks=all, waits for every delivery: {"produced": N}.
+  produce-transactions BOOTSTRAP TOPIC ID_A ID_B PREFIX [--timeout S]
+      two transactional producers write to partition 0 values "PREFIX-..." in committed and
+      aborted transactions, interleaved (the script is in cmd_produce_transactions):
+      {"committed": N, "aborted": N}.
   consume BOOTSTRAP TOPIC GROUP COUNT [--timeout S]
       joins GROUP (subscribe, range assignor), reads COUNT records from the earliest offset,
       commits them synchronously and closes: {"records": [[partition, offset, value], ...]}.
@@ -124,6 +128,66 @@ def cmd_produce(args):
     return {"produced": n}
 
 
+def cmd_produce_transactions(args):
+    """Two transactional producers (ids a and b) write to partition 0, committing and aborting:
+    a commits c0..c4; a (x0..x3, aborted) and b (b0..b3, committed) interleave one record each
+    in turn; a writes three batches big<r>-<j> and aborts; b commits last. Every record is
+    delivered (flush) before its transaction ends, so the aborted ones are in the log."""
+    errors = Errors()
+    deadline = deadline_of(args)
+
+    def left():
+        return max(deadline - time.monotonic(), 0.1)
+
+    def open_producer(tid):
+        p = Producer(config(args, error_cb=errors, **{"transactional.id": tid, "linger.ms": 0}))
+        p.init_transactions(left())
+        return p
+
+    failed = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failed.append(str(err))
+
+    def send(p, value):
+        p.produce(args.topic, value=f"{args.prefix}-{value}", partition=0, on_delivery=delivered)
+        if p.flush(left()):
+            raise Failed(f"{value} undelivered after {args.timeout}s; errors: {errors.seen}")
+
+    a, b = open_producer(args.id_a), open_producer(args.id_b)
+    committed = aborted = 0
+    a.begin_transaction()
+    for i in range(5):
+        send(a, f"c{i}")
+    a.commit_transaction(left())
+    committed += 5
+    a.begin_transaction()
+    b.begin_transaction()
+    for i in range(4):
+        send(a, f"x{i}")
+        send(b, f"b{i}")
+    a.abort_transaction(left())
+    b.commit_transaction(left())
+    aborted += 4
+    committed += 4
+    a.begin_transaction()
+    for r in range(3):
+        for j in range(5):
+            a.produce(args.topic, value=f"{args.prefix}-big{r}-{j}", partition=0, on_delivery=delivered)
+        if a.flush(left()):
+            raise Failed(f"big{r} undelivered after {args.timeout}s; errors: {errors.seen}")
+    a.abort_transaction(left())
+    aborted += 15
+    b.begin_transaction()
+    send(b, "last")
+    b.commit_transaction(left())
+    committed += 1
+    if failed:
+        raise Failed(f"{len(failed)} records failed: {failed[:3]}")
+    return {"committed": committed, "aborted": aborted}
+
+
 def group_consumer(args, errors, **extra):
     conf = config(
         args,
@@ -230,6 +294,9 @@ def main():
     command("version")
     command("metadata", ("bootstrap", str), timeout=20.0).add_argument("--topic")
     command("produce", ("bootstrap", str), ("topic", str), ("partitions", int), ("per_partition", int))
+    command(
+        "produce-transactions", ("bootstrap", str), ("topic", str), ("id_a", str), ("id_b", str), ("prefix", str)
+    )
     command("consume", ("bootstrap", str), ("topic", str), ("group", str), ("count", int), timeout=60.0)
     command("group", ("bootstrap", str), ("topic", str), ("group", str), timeout=3600.0)
     bench = command(
