@@ -555,6 +555,27 @@ impl Client {
         self.send_target(Purpose::Coordinator, Target::Broker(id), Some(deadline), build)
     }
 
+    /// [`send_to_coordinator_by`](Self::send_to_coordinator_by) at no higher version than
+    /// `max` (see `Link::request_capped`).
+    pub(crate) fn send_to_coordinator_capped_by<R: Request>(
+        &self,
+        id: i32,
+        deadline: Instant,
+        max: i16,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.with_link(Purpose::Coordinator, Target::Broker(id), Some(deadline), |link| {
+            link.request_capped(Some(deadline), max, build)
+        })
+    }
+
+    /// The finalized level of feature `name` as broker `id` announces it (ApiVersions v3+).
+    pub(crate) fn finalized_feature_of(&self, id: i32, name: &str, deadline: Instant) -> Result<Option<i16>> {
+        self.with_link(Purpose::Coordinator, Target::Broker(id), Some(deadline), |link| {
+            link.finalized_feature(name, Some(deadline))
+        })
+    }
+
     fn remember_broker(&self, b: &Broker) {
         let mut cache = lock(&self.inner.metadata);
         if cache.brokers.get(&b.id) != Some(b) {

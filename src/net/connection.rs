@@ -184,6 +184,8 @@ pub struct Connection {
     peer: SocketAddr,
     next_correlation_id: i32,
     versions: BrokerVersions,
+    /// Finalized feature levels from ApiVersions v3+ (`transaction.version` …).
+    features: Vec<(String, i16)>,
     config: ConnectionConfig,
     /// `config.client_id` as the header carries it, made once: every request (each heartbeat)
     /// then shares it instead of copying the string.
@@ -312,6 +314,7 @@ impl Connection {
             peer,
             next_correlation_id: 0,
             versions: BrokerVersions::new(),
+            features: Vec::new(),
             config: config.clone(),
             client_id: config.client_id.as_deref().map(KafkaStr::from),
             broken: false,
@@ -337,6 +340,14 @@ impl Connection {
     /// The broker's ApiVersions table.
     pub fn broker_versions(&self) -> &BrokerVersions {
         &self.versions
+    }
+
+    /// The finalized level of feature `name` the broker announced, if any.
+    pub fn finalized_feature(&self, name: &str) -> Option<i16> {
+        self.features
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, level)| *level)
     }
 
     /// Whether an earlier error made the connection unusable.
@@ -892,6 +903,14 @@ impl Connection {
             };
             let resp = ApiVersionsResponse::decode(&mut d, body_version)
                 .map_err(|source| self.decode_failed(api, source))?;
+            let features: Vec<(String, i16)> = if resp.finalized_features_epoch >= 0 {
+                resp.finalized_features
+                    .iter()
+                    .map(|f| (f.name.to_string(), f.max_version_level))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let table: BrokerVersions = resp
                 .api_keys
                 .iter()
@@ -905,6 +924,7 @@ impl Connection {
                         table.len()
                     );
                     self.versions = table;
+                    self.features = features;
                     // A version pick per API, done on every connect, only for this log.
                     if log::log_enabled!(log::Level::Debug) {
                         for api in ApiKey::ALL {

@@ -442,6 +442,43 @@ impl Link {
         self.versions().cloned()
     }
 
+    /// The finalized level of feature `name` on the broker, connecting by `deadline` if needed.
+    pub(crate) fn finalized_feature(&mut self, name: &str, deadline: Option<Instant>) -> Result<Option<i16>> {
+        self.connect(deadline)?;
+        Ok(self.wire()?.finalized_feature(name))
+    }
+
+    /// [`request`](Self::request) at no higher version than `max`: for an API whose newer
+    /// versions mean a protocol the caller has not chosen (transaction protocol v2).
+    pub(crate) fn request_capped<R: Request>(
+        &mut self,
+        deadline: Option<Instant>,
+        max: i16,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<R::Response> {
+        self.free_for_other(deadline.unwrap_or_else(|| crate::deadline::after(self.config.request_timeout)));
+        self.connect(deadline)?;
+        let version = self.version(R::API_KEY)?;
+        let version = match self.versions()?.get(&R::API_KEY.key()) {
+            Some(b) if version > max && b.min <= max => max,
+            _ if version > max => {
+                return Err(Error::UnsupportedVersion {
+                    api: R::API_KEY,
+                    ours: crate::VersionRange::new(0, max),
+                    broker: self.versions()?.get(&R::API_KEY.key()).copied(),
+                })
+            }
+            _ => version,
+        };
+        let timeout = deadline.map(|d| crate::deadline::clamp(self.config.request_timeout, d));
+        self.send_at_with(
+            &build(version),
+            version,
+            timeout,
+            <R::Response as Message>::decode,
+        )
+    }
+
     /// The version the open connection uses for `api`.
     pub(crate) fn version(&self, api: ApiKey) -> Result<i16> {
         self.config.pick_version(api, self.versions()?)

@@ -112,6 +112,8 @@ impl Seen {
 
 struct State {
     versions: BrokerVersions,
+    /// Finalized feature levels the connections' ApiVersions announce.
+    features: Vec<(String, i16)>,
     queued: HashMap<i16, VecDeque<Queued>>,
     handlers: HashMap<i16, Handler>,
     seen: Vec<Seen>,
@@ -166,6 +168,7 @@ impl Script {
         Script {
             state: Arc::new(Mutex::new(State {
                 versions,
+                features: Vec::new(),
                 queued: HashMap::new(),
                 handlers: HashMap::new(),
                 seen: Vec::new(),
@@ -197,6 +200,12 @@ impl Script {
             Some(r) => s.versions.insert(api.key(), r),
             None => s.versions.remove(&api.key()),
         };
+        self
+    }
+
+    /// Connections opened from now on announce feature `name` finalized at `level`.
+    pub(crate) fn feature(&self, name: &str, level: i16) -> &Self {
+        lock(&self.state).features.push((name.to_string(), level));
         self
     }
 
@@ -457,6 +466,7 @@ impl Dialer for Script {
             id: s.connections,
             addr: addr.to_string(),
             versions: s.versions.clone(),
+            features: s.features.clone(),
             broken: Arc::new(AtomicBool::new(false)),
             next_correlation_id: 0,
             in_flight: HashMap::new(),
@@ -472,6 +482,7 @@ struct ScriptWire {
     id: u64,
     addr: String,
     versions: BrokerVersions,
+    features: Vec<(String, i16)>,
     /// Shared with its interrupters.
     broken: Arc<AtomicBool>,
     next_correlation_id: i32,
@@ -524,6 +535,9 @@ impl ScriptWire {
 impl Wire for ScriptWire {
     fn broker_versions(&self) -> &BrokerVersions {
         &self.versions
+    }
+    fn finalized_feature(&self, name: &str) -> Option<i16> {
+        self.features.iter().find(|(n, _)| n == name).map(|(_, l)| *l)
     }
     fn is_broken(&self) -> bool {
         self.broken.load(Ordering::Acquire)

@@ -39,14 +39,14 @@ pub const fn implemented(api: ApiKey) -> i16 {
         ApiKey::Metadata => 12,
         ApiKey::OffsetCommit => 9,
         ApiKey::OffsetFetch => 9,
-        ApiKey::Produce => 11,
-        // Transaction protocol v1: clients speak AddPartitionsToTxn up to v3 (v4+ are between
-        // brokers); EndTxn v5 and TxnOffsetCommit v5 belong to transaction protocol v2
-        // (KIP-890: the epoch bumped at every end, partitions added by Produce v12), which
-        // this producer does not speak, and TxnOffsetCommit v6 names topics by id.
+        // v12 is v11 on the wire; inside a transaction it means transaction protocol v2
+        // (partitions added by the Produce itself), so a producer on protocol v1 caps it at 11.
+        ApiKey::Produce => 12,
+        // Clients speak AddPartitionsToTxn up to v3 (v4+ are between brokers). EndTxn v5 and
+        // TxnOffsetCommit v5 are transaction protocol v2 (KIP-890), capped at 4 on v1;
+        // TxnOffsetCommit v6 names topics by id.
         ApiKey::AddPartitionsToTxn => 3,
-        ApiKey::EndTxn => 4,
-        ApiKey::TxnOffsetCommit => 4,
+        ApiKey::TxnOffsetCommit => 5,
         _ => api.versions().max,
     }
 }
@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(
             held,
             [
-                ("Produce", 11, 13),
+                ("Produce", 12, 13),
                 ("Fetch", 17, 18),
                 ("ListOffsets", 9, 11),
                 ("Metadata", 12, 13),
@@ -225,8 +225,7 @@ mod tests {
                 ("ApiVersions", 4, 5),
                 ("InitProducerId", 5, 6),
                 ("AddPartitionsToTxn", 3, 5),
-                ("EndTxn", 4, 5),
-                ("TxnOffsetCommit", 4, 6),
+                ("TxnOffsetCommit", 5, 6),
             ]
         );
         for api in ApiKey::ALL {

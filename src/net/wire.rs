@@ -61,6 +61,11 @@ pub(crate) struct RawPending {
 pub(crate) trait Wire: Send + fmt::Debug {
     /// The broker's ApiVersions table.
     fn broker_versions(&self) -> &BrokerVersions;
+    /// The cluster-wide level of feature `name` (e.g. `transaction.version`) its ApiVersions
+    /// answer gave (v3+), if finalized.
+    fn finalized_feature(&self, _name: &str) -> Option<i16> {
+        None
+    }
     /// Whether an earlier error made it unusable.
     fn is_broken(&self) -> bool;
     /// Marks it unusable (an answer that did not decode leaves the stream unaccounted for).
@@ -123,6 +128,9 @@ impl Dialer for Tcp {
 impl Wire for Connection {
     fn broker_versions(&self) -> &BrokerVersions {
         Connection::broker_versions(self)
+    }
+    fn finalized_feature(&self, name: &str) -> Option<i16> {
+        Connection::finalized_feature(self, name)
     }
     fn is_broken(&self) -> bool {
         Connection::is_broken(self)

@@ -34,6 +34,9 @@ const SLICE: Duration = Duration::from_millis(1);
 /// only bounds how soon it notices that the producer is stopping.
 const LONG_SLICE: Duration = Duration::from_millis(50);
 
+/// The highest Produce version a transaction on protocol v1 may use.
+const V1_PRODUCE: i16 = 11;
+
 /// What a broker thread needs of the producer, shared by all of them.
 #[derive(Debug)]
 pub(super) struct Settings {
@@ -156,6 +159,12 @@ impl Broker {
     /// Encodes and writes each round as requests (packed below `max.request.size`).
     fn send(&mut self, rounds: Vec<Vec<Taken>>) {
         let all = || rounds.iter().flatten();
+        // A transaction on protocol v1 must not use Produce v12, which would have the broker add
+        // the partition itself (protocol v2).
+        let cap = match self.shared.lock().txn.as_ref() {
+            Some(t) if !t.v2 => V1_PRODUCE,
+            _ => i16::MAX,
+        };
         let link = match self.connect() {
             Ok(link) => link,
             Err(e) => {
@@ -180,7 +189,7 @@ impl Broker {
         };
         let (version, bv) = match link
             .version(ApiKey::Produce)
-            .and_then(|v| link.versions().map(|bv| (v, bv.clone())))
+            .and_then(|v| link.versions().map(|bv| (v.min(cap), bv.clone())))
         {
             Ok(v) => v,
             Err(e) => {

@@ -119,8 +119,11 @@ impl Client {
 /// says what to do: `Abort` (abort, rewind the consumer to its committed offsets, redo the
 /// work) or `Close` (fenced by a newer instance with the same `transactional.id`, or not
 /// authorized: stop). A call that ran out of time ([`Error::Timeout`]) can be called again.
-/// This producer speaks transaction protocol v1 (AddPartitionsToTxn before a partition's
-/// first batch) to every broker from 0.11; offsets checked against the group need 2.5.
+/// Where the cluster has finalized `transaction.version` 2 (Kafka 4.0+), the producer speaks
+/// transaction protocol v2 (KIP-890): Produce adds a partition to the transaction itself and
+/// every transaction ends with a new epoch, so a late write of an ended transaction cannot
+/// land in the next one. Elsewhere, from Kafka 0.11, it speaks v1 (AddPartitionsToTxn before a
+/// partition's first batch). Offsets checked against the group need Kafka 2.5.
 ///
 /// ```no_run
 /// use kafka_group::{Client, Error, IsolationLevel, OffsetAndMetadata, ProducerRecord, TransactionAction};

@@ -191,6 +191,9 @@ pub(crate) struct Transaction {
     pub(crate) coordinator: Option<i32>,
     /// A batch of this transaction failed for good: committing would lose it.
     pub(crate) failed_batches: bool,
+    /// Transaction protocol v2 (KIP-890): Produce v12 adds a partition to the transaction
+    /// itself, TxnOffsetCommit v5 the group, and EndTxn v5 bumps the epoch at every end.
+    pub(crate) v2: bool,
 }
 
 impl Transaction {
@@ -204,6 +207,7 @@ impl Transaction {
             groups: BTreeSet::new(),
             coordinator: None,
             failed_batches: false,
+            v2: false,
         }
     }
 
@@ -291,8 +295,9 @@ impl Transaction {
         if by_topic.contains_key(&tp.partition) {
             return false;
         }
-        by_topic.insert(tp.partition, Added::No);
-        true
+        // Under protocol v2 the broker adds the partition when its first batch arrives.
+        by_topic.insert(tp.partition, if self.v2 { Added::Yes } else { Added::No });
+        !self.v2
     }
 
     /// Whether the partition's batches may be sent: the coordinator knows it is in the

@@ -42,6 +42,11 @@ pub(crate) const TRANSACTIONAL_OFFSETS: Capability = Capability {
     needs: &[(ApiKey::AddOffsetsToTxn, 0), (ApiKey::TxnOffsetCommit, 3)],
 };
 
+/// The highest EndTxn and TxnOffsetCommit versions of transaction protocol v1: v5 of each
+/// belongs to protocol v2.
+const V1_END_TXN: i16 = 4;
+const V1_TXN_OFFSET_COMMIT: i16 = 4;
+
 /// CONCURRENT_TRANSACTIONS right after a transaction ended only means its markers are still
 /// being written: try again sooner than `retry.backoff.ms`, as Java's producer does.
 const CONCURRENT_RETRY: Duration = Duration::from_millis(20);
@@ -65,6 +70,7 @@ impl Producer {
         let bv = self.client.any_broker_versions()?;
         versions::check(&TRANSACTIONS, &bv)?;
         let producer = self.init_producer_id(deadline, None)?;
+        let v2 = self.speaks_v2(&bv, deadline);
         let mut st = self.shared.lock();
         let per_partition = self.settings.config.max_in_flight.min(MAX_IN_FLIGHT);
         let mut seq = Sequences::transactional();
@@ -74,14 +80,45 @@ impl Producer {
         st.idempotence_decided = true;
         if let Some(t) = st.txn.as_mut() {
             t.set_phase(Phase::Ready);
+            t.v2 = v2;
         }
         log::info!(
-            "producer: transactional.id {}: producer id {} epoch {}",
+            "producer: transactional.id {}: producer id {} epoch {}, transaction protocol v{}",
             self.txn_id(),
             producer.id,
-            producer.epoch
+            producer.epoch,
+            if v2 { 2 } else { 1 }
         );
         Ok(())
+    }
+
+    /// Whether to speak transaction protocol v2 (KIP-890): the cluster has finalized
+    /// `transaction.version` 2 or above (Kafka 4.0+ by default) and the broker has the
+    /// versions it brings (Produce v12, TxnOffsetCommit v5, EndTxn v5). Asked of the
+    /// transaction coordinator; anything unknown means v1, which every broker still takes.
+    fn speaks_v2(&self, bv: &crate::net::versions::BrokerVersions, deadline: Instant) -> bool {
+        let has = |api: ApiKey, v: i16| bv.get(&api.key()).is_some_and(|r| r.max >= v);
+        if !(has(ApiKey::Produce, 12) && has(ApiKey::TxnOffsetCommit, 5) && has(ApiKey::EndTxn, 5)) {
+            return false;
+        }
+        let Some(coordinator) = self.shared.lock().txn.as_ref().and_then(|t| t.coordinator) else {
+            return false;
+        };
+        match self
+            .client
+            .finalized_feature_of(coordinator, "transaction.version", deadline)
+        {
+            Ok(level) => level.is_some_and(|l| l >= 2),
+            Err(e) => {
+                log::debug!("producer: transaction.version unknown ({e}); protocol v1");
+                false
+            }
+        }
+    }
+
+    /// Whether this producer speaks transaction protocol v2.
+    fn v2(&self) -> bool {
+        self.shared.lock().txn.as_ref().is_some_and(|t| t.v2)
     }
 
     /// Starts a transaction: every record [`send`](Self::send) writes from now on, and the
@@ -134,18 +171,20 @@ impl Producer {
             .txn
             .as_ref()
             .is_some_and(|t| t.has_group(&group.group_id));
-        if !has_group {
+        // Under protocol v2 the TxnOffsetCommit adds the group itself.
+        if !has_group && !self.v2() {
             let producer = self.producer_id_epoch();
             self.call_coordinator(
                 ApiKey::AddOffsetsToTxn,
                 deadline,
                 Some(&group.group_id),
+                None,
                 |_| transaction::add_offsets_request(&id, producer, &group.group_id),
                 |r| (KafkaCode::from_code(r.error_code), None),
             )?;
-            if let Some(t) = self.shared.lock().txn.as_mut() {
-                t.group_added(&group.group_id);
-            }
+        }
+        if let Some(t) = self.shared.lock().txn.as_mut() {
+            t.group_added(&group.group_id);
         }
         if offsets.is_empty() {
             return Ok(());
@@ -309,16 +348,33 @@ impl Producer {
                 t.is_some_and(|t| t.failed_batches) || st.seq.as_ref().is_some_and(Sequences::has_gap);
             (started, reset)
         };
+        let v2 = self.v2();
+        let mut next = None;
         if started {
-            self.call_coordinator(
+            let resp = self.call_coordinator(
                 ApiKey::EndTxn,
                 deadline,
                 None,
+                (!v2).then_some(V1_END_TXN),
                 |_| transaction::end_request(&id, producer, commit),
                 |r| (KafkaCode::from_code(r.error_code), None),
             )?;
+            // Protocol v2 ends every transaction with a new epoch (or, once the epoch is used
+            // up, a new producer id), under which every partition starts at sequence 0.
+            let bumped = ProducerIdEpoch {
+                id: resp.producer_id,
+                epoch: resp.producer_epoch,
+            };
+            if v2 && bumped.is_valid() {
+                next = Some(bumped);
+            }
         }
-        if reset && !commit {
+        if let Some(bumped) = next {
+            let mut st = self.shared.lock();
+            if let Some(seq) = st.seq.as_mut() {
+                seq.reset(bumped);
+            }
+        } else if reset && !commit {
             let bumped = self.init_producer_id(deadline, Some(producer))?;
             let mut st = self.shared.lock();
             if let Some(seq) = st.seq.as_mut() {
@@ -360,6 +416,7 @@ impl Producer {
             ApiKey::InitProducerId,
             deadline,
             None,
+            None,
             |v| transaction::init_request(v, &id, timeout_ms, current),
             |r| (KafkaCode::from_code(r.error_code), None),
         )?;
@@ -386,6 +443,7 @@ impl Producer {
     ) -> Result<()> {
         let id = self.txn_id();
         let producer = self.producer_id_epoch();
+        let max = if self.v2() { i16::MAX } else { V1_TXN_OFFSET_COMMIT };
         let backoff = Backoff::fixed(self.settings.retry_backoff);
         let what = || {
             format!(
@@ -399,9 +457,11 @@ impl Producer {
                 Err(e) if e.is_coordinator_transient() => return Ok(Step::Retry(e)),
                 Err(e) => return Err(e),
             };
-            let resp = match self.client.send_to_coordinator_by(coordinator, deadline, |_| {
-                transaction::txn_offset_commit_request(&id, producer, group, offsets)
-            }) {
+            let resp = match self
+                .client
+                .send_to_coordinator_capped_by(coordinator, deadline, max, |_| {
+                    transaction::txn_offset_commit_request(&id, producer, group, offsets)
+                }) {
                 Ok(r) => r,
                 Err(e) if e.is_unreachable() => return Ok(Step::Retry(e)),
                 Err(e) => return Err(e),
@@ -443,6 +503,7 @@ impl Producer {
         api: ApiKey,
         deadline: Instant,
         group: Option<&str>,
+        max_version: Option<i16>,
         build: impl Fn(i16) -> R,
         code_of: impl Fn(&R::Response) -> (KafkaCode, Option<String>),
     ) -> Result<R::Response> {
@@ -455,7 +516,13 @@ impl Producer {
                 Err(e) if e.is_coordinator_transient() => return Ok(Step::Retry(e)),
                 Err(e) => return Err(self.fail_for_good(e)),
             };
-            let resp = match self.client.send_to_coordinator_by(coordinator, deadline, &build) {
+            let sent = match max_version {
+                Some(max) => self
+                    .client
+                    .send_to_coordinator_capped_by(coordinator, deadline, max, &build),
+                None => self.client.send_to_coordinator_by(coordinator, deadline, &build),
+            };
+            let resp = match sent {
                 Ok(r) => r,
                 Err(e) if e.is_unreachable() => {
                     forget_coordinator(&self.shared);
@@ -973,6 +1040,91 @@ mod tests {
             (2, 0),
             "{header:?}"
         );
+    }
+
+    #[test]
+    fn protocol_v2_adds_partitions_and_groups_implicitly_and_takes_the_epoch_each_end_gives() {
+        let script = script();
+        script.feature("transaction.version", 2);
+        let mut epoch = 1;
+        script.on::<EndTxnRequest>(move |_, _| {
+            epoch += 1;
+            Answer::Reply(EndTxnResponse {
+                producer_id: 7,
+                producer_epoch: epoch,
+                ..Default::default()
+            })
+        });
+        script.on::<crate::protocol::messages::TxnOffsetCommitRequest>(|_, _| {
+            Answer::Reply(crate::protocol::messages::TxnOffsetCommitResponse::default())
+        });
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        let group = ConsumerGroupMetadata {
+            group_id: "g".into(),
+            generation_id: 3,
+            member_id: "m".into(),
+            group_instance_id: Some("i".into()),
+        };
+        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> =
+            [(TopicPartition::new("in", 0), OffsetAndMetadata::new(5))].into();
+        for _ in 0..2 {
+            p.begin_transaction().unwrap();
+            p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+            p.send_offsets_to_transaction(&offsets, &group, CALL).unwrap();
+            p.commit_transaction(CALL).unwrap();
+        }
+        let seen = script.seen();
+        let apis: Vec<ApiKey> = seen.iter().map(|s| s.api).collect();
+        assert!(!apis.contains(&ApiKey::AddPartitionsToTxn), "{apis:?}");
+        assert!(!apis.contains(&ApiKey::AddOffsetsToTxn), "{apis:?}");
+        let version = |api| seen.iter().find(|s| s.api == api).map(|s| s.version);
+        assert_eq!(version(ApiKey::Produce), Some(12));
+        assert_eq!(version(ApiKey::EndTxn), Some(5));
+        assert_eq!(version(ApiKey::TxnOffsetCommit), Some(5));
+        // The second transaction's batch carries the epoch the first EndTxn handed out, from
+        // sequence 0.
+        let produced = script.requests::<ProduceRequest>();
+        let header = |i: usize| {
+            let batch = produced[i].topic_data[0].partition_data[0]
+                .records
+                .clone()
+                .unwrap();
+            records::decode(&batch, &records::DecodeLimits::default())
+                .unwrap()
+                .batches[0]
+        };
+        assert_eq!((header(0).producer_epoch, header(0).base_sequence), (1, 0));
+        assert_eq!((header(1).producer_epoch, header(1).base_sequence), (2, 0));
+    }
+
+    #[test]
+    fn protocol_v1_keeps_produce_end_txn_and_txn_offset_commit_below_the_v2_versions() {
+        let script = script();
+        script.on::<crate::protocol::messages::TxnOffsetCommitRequest>(|_, _| {
+            Answer::Reply(crate::protocol::messages::TxnOffsetCommitResponse::default())
+        });
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        let group = ConsumerGroupMetadata {
+            group_id: "g".into(),
+            generation_id: 3,
+            member_id: "m".into(),
+            group_instance_id: None,
+        };
+        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> =
+            [(TopicPartition::new("in", 0), OffsetAndMetadata::new(5))].into();
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        p.send_offsets_to_transaction(&offsets, &group, CALL).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        let seen = script.seen();
+        let version = |api| seen.iter().find(|s| s.api == api).map(|s| s.version);
+        assert_eq!(version(ApiKey::Produce), Some(11));
+        assert_eq!(version(ApiKey::EndTxn), Some(4));
+        assert_eq!(version(ApiKey::TxnOffsetCommit), Some(4));
+        assert_eq!(version(ApiKey::AddPartitionsToTxn), Some(3));
+        assert!(version(ApiKey::AddOffsetsToTxn).is_some());
     }
 
     #[test]

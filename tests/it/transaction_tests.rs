@@ -68,10 +68,18 @@ fn send_values(p: &mut Producer, topic: &str, values: &[&'static str]) {
     }
 }
 
+/// On Kafka 4.x (transaction protocol v2: partitions added by Produce, a new epoch at every
+/// end) and on 3.9 (protocol v1: AddPartitionsToTxn).
 #[test]
 fn committed_transactions_are_read_and_aborted_ones_are_not() {
-    let broker = broker::shared();
-    let client = client(broker.bootstrap());
+    let legacy = broker::shared_legacy().to_string();
+    for bootstrap in [broker::shared().bootstrap(), legacy.as_str()] {
+        commit_and_abort_read_back(bootstrap);
+    }
+}
+
+fn commit_and_abort_read_back(bootstrap: &str) {
+    let client = client(bootstrap);
     let topic = create_topic(&client, "txn-basic", 2, 1);
     let mut p = transactional(&client, &unique_name("txn-basic"));
 
@@ -166,8 +174,14 @@ fn calls_out_of_order_are_refused_by_name() {
 
 #[test]
 fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
-    let broker = broker::shared();
-    let client = client(broker.bootstrap());
+    let legacy = broker::shared_legacy().to_string();
+    for bootstrap in [broker::shared().bootstrap(), legacy.as_str()] {
+        fenced_by_a_second_producer(bootstrap);
+    }
+}
+
+fn fenced_by_a_second_producer(bootstrap: &str) {
+    let client = client(bootstrap);
     let topic = create_topic(&client, "txn-fence", 1, 1);
     let id = unique_name("txn-fence");
     let mut old = transactional(&client, &id);
