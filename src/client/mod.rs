@@ -271,6 +271,18 @@ impl Client {
         self.broker_versions_for(Purpose::Metadata, id)
     }
 
+    /// [`any_broker_versions`](Self::any_broker_versions), connecting no later than `deadline`.
+    pub(crate) fn any_broker_versions_by(&self, deadline: Instant) -> Result<BrokerVersions> {
+        self.first_answer(
+            |_| true,
+            |t| {
+                self.with_link(Purpose::Metadata, t, Some(deadline), |link| {
+                    link.broker_versions(Some(deadline))
+                })
+            },
+        )
+    }
+
     /// The ApiVersions table of whichever broker answers first.
     pub(crate) fn any_broker_versions(&self) -> Result<BrokerVersions> {
         self.first_answer(

@@ -67,7 +67,7 @@ impl Producer {
     pub fn init_transactions(&mut self, timeout: Duration) -> Result<()> {
         let deadline = crate::deadline::after(timeout);
         self.check(Call::Init)?;
-        let bv = self.client.any_broker_versions()?;
+        let bv = self.broker_versions(deadline)?;
         versions::check(&TRANSACTIONS, &bv)?;
         let producer = self.init_producer_id(deadline, None)?;
         let v2 = self.speaks_v2(&bv, deadline);
@@ -116,6 +116,21 @@ impl Producer {
         }
     }
 
+    /// Some broker's ApiVersions, retried while none is reachable, until `deadline`.
+    fn broker_versions(&self, deadline: Instant) -> Result<crate::net::versions::BrokerVersions> {
+        let backoff = Backoff::fixed(self.settings.retry_backoff);
+        retry(
+            deadline,
+            backoff,
+            || "connecting to a broker".to_string(),
+            || match self.client.any_broker_versions_by(deadline) {
+                Ok(bv) => Ok(Step::Done(bv)),
+                Err(e) if e.is_unreachable() => Ok(Step::Retry(e)),
+                Err(e) => Err(e),
+            },
+        )
+    }
+
     /// Whether this producer speaks transaction protocol v2.
     fn v2(&self) -> bool {
         self.shared.lock().txn.as_ref().is_some_and(|t| t.v2)
@@ -162,7 +177,7 @@ impl Producer {
                     .into(),
             });
         }
-        let bv = self.client.any_broker_versions()?;
+        let bv = self.broker_versions(deadline)?;
         versions::check(&TRANSACTIONAL_OFFSETS, &bv)?;
         let id = self.txn_id();
         let has_group = self
@@ -1125,6 +1140,23 @@ mod tests {
         assert_eq!(version(ApiKey::TxnOffsetCommit), Some(4));
         assert_eq!(version(ApiKey::AddPartitionsToTxn), Some(3));
         assert!(version(ApiKey::AddOffsetsToTxn).is_some());
+    }
+
+    #[test]
+    fn no_call_waits_longer_than_its_timeout_for_an_unreachable_cluster() {
+        let script = script();
+        script.refuse_to("b0:9092", true);
+        let mut p = producer(&script);
+        let bound = Duration::from_millis(300);
+        let started = Instant::now();
+        let e = p.init_transactions(bound).unwrap_err();
+        assert!(
+            started.elapsed() < bound + crate::deadline::LOAD_MARGIN,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+        assert!(e.to_string().contains("refused"), "the cause is kept: {e}");
     }
 
     #[test]

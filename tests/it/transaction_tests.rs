@@ -437,3 +437,49 @@ fn offsets_in_a_transaction_are_checked_against_static_and_consumer_protocol_mem
         c.close().unwrap();
     }
 }
+
+/// A producer closed (or dropped) in the middle of a transaction aborts it, so `read_committed`
+/// readers are not held at its first offset until `transaction.timeout.ms` ends it.
+#[test]
+fn a_producer_closed_in_a_transaction_aborts_it() {
+    let broker = broker::shared();
+    let client = client(broker.bootstrap());
+    let topic = create_topic(&client, "txn-close", 1, 1);
+    let tp = TopicPartition::new(&topic, 0);
+    for close in [true, false] {
+        let mut p = client
+            .producer()
+            .transactional_id(unique_name("txn-close"))
+            // Far beyond the test: only the producer's own abort can end the transaction.
+            .transaction_timeout(Duration::from_secs(900))
+            .build()
+            .unwrap();
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new(&topic, "never").partition(0)).unwrap();
+        p.flush().unwrap();
+        if close {
+            p.close().unwrap();
+        } else {
+            drop(p);
+        }
+    }
+    let mut c = client
+        .consumer(&unique_name("txn-close-reader"))
+        .subscribe([topic.as_str()])
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .build()
+        .unwrap();
+    let end = |c: &mut Consumer| c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+    // Two records and two abort markers: the last stable offset is the log's end.
+    let deadline = Instant::now() + Duration::from_secs(10) + LOAD_MARGIN;
+    while end(&mut c) < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "an aborted transaction still holds read_committed readers"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c.close().unwrap();
+    assert!(read_all(&client, &topic, IsolationLevel::ReadCommitted, 0).is_empty());
+}
