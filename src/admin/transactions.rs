@@ -279,6 +279,11 @@ impl Admin {
                 .client
                 .send_any_by(deadline, |v| transaction_coordinator_request(id, v))?;
             let coordinator = transaction_coordinator(id, resp)?;
+            // FindCoordinator answers with a broker id; a client that has not fetched the
+            // cluster's metadata yet (a fresh one, as the CLI's) would not know where it is.
+            if self.client.broker(coordinator).is_none() {
+                self.client.refresh_metadata_by(Some(&[]), deadline)?;
+            }
             versions::check(&DESCRIBE_TRANSACTIONS, &self.client.broker_versions(coordinator)?)?;
             let resp = self
                 .client

@@ -44,4 +44,5 @@ mod secure_interop_tests;
 mod secure_tests;
 mod support;
 mod tls_tests;
+mod transactions_admin_tests;
 mod wakeup_tests;
