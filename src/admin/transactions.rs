@@ -43,7 +43,7 @@ const DESCRIBE_TRANSACTIONS: Capability = Capability {
     needs: &[(ApiKey::DescribeTransactions, 0), (ApiKey::FindCoordinator, 1)],
 };
 
-/// DescribeProducers (KIP-664, Kafka 3.0+).
+/// DescribeProducers (KIP-664, Kafka 2.8+).
 const DESCRIBE_PRODUCERS: Capability = Capability {
     name: "describing producers (DescribeProducers, KIP-664)",
     needs: &[(ApiKey::DescribeProducers, 0)],
@@ -299,7 +299,7 @@ impl Admin {
     /// partition's leader), by partition. Leader moves are retried until
     /// `default.api.timeout.ms`; a topic the cluster does not know fails at once.
     ///
-    /// Fails with [`Error::MissingCapability`] on brokers before Kafka 3.0.
+    /// Fails with [`Error::MissingCapability`] on brokers before Kafka 2.8.
     pub fn describe_producers(
         &self,
         partitions: &[TopicPartition],

@@ -332,3 +332,50 @@ fn transactions_admin_cli_lists_describes_and_finds_hanging() {
         1
     );
 }
+
+/// A broker before Kafka 2.8 has none of the transaction admin APIs (DescribeProducers came in
+/// 2.8, ListTransactions and DescribeTransactions in 3.0), and one before 3.8 no
+/// duration filter: each call says which release it needs instead of sending a request the
+/// broker cannot read (or dropping the filter).
+#[test]
+fn transactions_admin_on_too_old_brokers_names_the_release() {
+    use crate::support::proxy::{self, Proxy};
+    let missing = |e: Error, release: &str| match &e {
+        Error::MissingCapability { since_release, .. } => {
+            assert!(e.to_string().contains(&format!("Kafka {release}")), "{e}");
+            assert!(since_release.is_some(), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    };
+    let old = Proxy::start(proxy::upstream_for("zk-2.7"), "zk-2.7");
+    let c = client(&old.bootstrap());
+    let admin = c.admin().api_timeout(Duration::from_secs(20));
+    missing(
+        admin
+            .list_transactions(&TransactionFilter::default())
+            .unwrap_err(),
+        "3.0",
+    );
+    // The emulated 2.7 sits in front of the legacy broker: the topic must be made there.
+    let topic = topic_with_partitions(&c, 1);
+    let tp = TopicPartition::new(&topic, 0);
+    missing(admin.describe_producers(&[tp]).unwrap_err(), "2.8");
+    let out = admin.describe_transactions(&["some-id"]).unwrap();
+    missing(out.into_iter().next().unwrap().1.unwrap_err(), "3.0");
+
+    let no_duration = Proxy::start(proxy::upstream_for("kraft-3.7"), "kraft-3.7");
+    let admin = client(&no_duration.bootstrap()).admin();
+    admin.list_transactions(&TransactionFilter::default()).unwrap();
+    let by_duration = TransactionFilter {
+        open_longer_than: Some(Duration::from_secs(1)),
+        ..Default::default()
+    };
+    missing(admin.list_transactions(&by_duration).unwrap_err(), "3.8");
+
+    #[cfg(feature = "cli")]
+    {
+        let run = crate::cli_tests::cli(&old.bootstrap(), &["transactions", "list"]);
+        assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("Kafka 3.0"), "{}", run.stderr);
+    }
+}
