@@ -92,7 +92,9 @@ pub mod unstable;
 mod wakeup;
 
 pub use admin::{
-    Admin, GroupDescription, ListedGroup, MemberDescription, NewTopic, OffsetSpec, PartitionLag,
+    Admin, GroupDescription, HangingSearch, HangingTransaction, ListedGroup, MemberDescription, NewTopic,
+    OffsetSpec, PartitionLag, ProducerDescription, TransactionDescription, TransactionFilter,
+    TransactionListing, TransactionState, DEFAULT_MAX_TRANSACTION_TIMEOUT,
 };
 pub use authorization::Resource;
 pub use client::{Broker, Client, ClientBuilder, Metadata, PartitionMetadata, TopicMetadata};

@@ -8,17 +8,23 @@
 //!
 //! One file per resource: [`topics`] (CreateTopics, CreatePartitions, DeleteTopics),
 //! [`groups`] (ListGroups, DescribeGroups, LeaveGroup), [`offsets`] (ListOffsets, OffsetFetch,
-//! lag). This file holds the handle and what they share: finding the coordinator or the
+//! lag), [`transactions`] (ListTransactions, DescribeTransactions, DescribeProducers, finding
+//! hanging transactions). This file holds the handle and what they share: finding the coordinator or the
 //! controller, per-topic retries, waiting for metadata to settle.
 
 mod consumer_group;
 mod groups;
 mod offsets;
 mod topics;
+mod transactions;
 
 pub use groups::{GroupDescription, ListedGroup, MemberDescription};
 pub use offsets::{OffsetSpec, PartitionLag};
 pub use topics::NewTopic;
+pub use transactions::{
+    HangingSearch, HangingTransaction, ProducerDescription, TransactionDescription, TransactionFilter,
+    TransactionListing, TransactionState, DEFAULT_MAX_TRANSACTION_TIMEOUT,
+};
 // The member describes its own group the way the admin does.
 pub(crate) use groups::group_description;
 

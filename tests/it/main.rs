@@ -47,4 +47,5 @@ mod secure_tests;
 mod support;
 mod tls_tests;
 mod transaction_tests;
+mod transactions_admin_tests;
 mod wakeup_tests;

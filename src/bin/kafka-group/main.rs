@@ -12,6 +12,7 @@ mod describe;
 mod join;
 mod properties;
 mod remove_member;
+mod transactions;
 
 use clap::{Parser, Subcommand};
 use kafka_group::{Client, Error};
@@ -24,7 +25,8 @@ Exit codes:
   1  usage or configuration error
   2  broker or Kafka error (unreachable, timed out, error code from the broker)
   3  not found: describe of a group its coordinator does not know (or that is dead),
-     remove-member of an instance id that is not in the group
+     remove-member of an instance id that is not in the group, transactions describe of
+     a transactional id its coordinator does not know
   4  not supported by the broker (too old: missing capability or no common API version)
   5  remove-member --wait: a removed instance came back (its process still runs)
   6  join: the member never joined its group before --duration, --max-records or the end
@@ -75,6 +77,7 @@ enum Command {
     RemoveMember(remove_member::Args),
     Join(join::Args),
     BrokerVersions(broker_versions::Args),
+    Transactions(transactions::Args),
 }
 
 /// What a subcommand ends with when it does not succeed: the exit code and a message for
@@ -186,5 +189,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::RemoveMember(args) => remove_member::run(&ctx, args),
         Command::Join(args) => join::run(&ctx, args),
         Command::BrokerVersions(args) => broker_versions::run(&ctx, args),
+        Command::Transactions(args) => transactions::run(&ctx, args),
     }
 }
