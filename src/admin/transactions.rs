@@ -14,8 +14,7 @@ use crate::net::versions::{self, Capability};
 use crate::protocol::messages::describe_producers_request::TopicRequest;
 use crate::protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
-    DescribeTransactionsResponse, FindCoordinatorRequest, FindCoordinatorResponse, ListTransactionsRequest,
-    ListTransactionsResponse,
+    DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse,
 };
 use crate::protocol::ApiKey;
 use crate::retry::{retry, Backoff, Step};
@@ -48,9 +47,6 @@ const DESCRIBE_PRODUCERS: Capability = Capability {
     name: "describing producers (DescribeProducers, KIP-664)",
     needs: &[(ApiKey::DescribeProducers, 0)],
 };
-
-/// FindCoordinator's key type for a transactional id (0 is a group).
-const TRANSACTION_KEY_TYPE: i8 = 1;
 
 /// At most this many partitions in one DescribeProducers, so that a search over a whole
 /// broker does not send it one giant request (Kafka's tool batches the same way).
@@ -275,15 +271,9 @@ impl Admin {
     fn describe_transaction(&self, id: &str, deadline: Instant) -> Result<TransactionDescription> {
         let what = format!("DescribeTransactions({id})");
         self.client.retry_coordinator_errors(deadline, &what, || {
-            let resp: FindCoordinatorResponse = self
-                .client
-                .send_any_by(deadline, |v| transaction_coordinator_request(id, v))?;
-            let coordinator = transaction_coordinator(id, resp)?;
-            // FindCoordinator answers with a broker id; a client that has not fetched the
-            // cluster's metadata yet (a fresh one, as the CLI's) would not know where it is.
-            if self.client.broker(coordinator).is_none() {
-                self.client.refresh_metadata_by(Some(&[]), deadline)?;
-            }
+            // The lookup remembers the coordinator's address, which a client that has not
+            // fetched the cluster's metadata yet (a fresh one, as the CLI's) would not know.
+            let coordinator = self.client.lookup_transaction_coordinator_by(id, deadline)?.id;
             versions::check(&DESCRIBE_TRANSACTIONS, &self.client.broker_versions(coordinator)?)?;
             let resp = self
                 .client
@@ -555,32 +545,6 @@ fn listings(broker: i32, resp: ListTransactionsResponse) -> Result<Vec<Transacti
         .collect())
 }
 
-/// FindCoordinator for transactional id `id`: the key type exists from v1, batching from v4.
-fn transaction_coordinator_request(id: &str, version: i16) -> FindCoordinatorRequest {
-    let mut r = crate::client::find_coordinator_request(id, version);
-    r.key_type = TRANSACTION_KEY_TYPE;
-    r
-}
-
-/// The coordinator's broker id from a FindCoordinator answer for transactional id `id`.
-fn transaction_coordinator(id: &str, r: FindCoordinatorResponse) -> Result<i32> {
-    let (code, message, node) = match r.coordinators.into_iter().find(|c| c.key == id) {
-        Some(c) => (c.error_code, c.error_message, c.node_id),
-        None => (r.error_code, r.error_message, r.node_id),
-    };
-    let code = KafkaCode::from_code(code);
-    if code.is_error() {
-        return Err(kafka_error(
-            ApiKey::FindCoordinator,
-            code,
-            Scope::default(),
-            &format!("transactional id {id}"),
-            message.map(String::from),
-        ));
-    }
-    Ok(node)
-}
-
 /// `id`'s description from its coordinator's DescribeTransactions answer.
 fn transaction_description(
     id: &str,
@@ -743,7 +707,6 @@ mod tests {
         PartitionResponse, ProducerState, TopicResponse,
     };
     use crate::protocol::messages::describe_transactions_response::{self as dt, TopicData};
-    use crate::protocol::messages::find_coordinator_response::Coordinator;
     use crate::protocol::messages::list_transactions_response as lt;
     use crate::protocol::{EncodeError, Message};
 
@@ -828,33 +791,6 @@ mod tests {
             "retried while the coordinator loads"
         );
         assert!(e.to_string().contains("broker 3"), "{e}");
-    }
-
-    #[test]
-    fn coordinator_lookup_asks_for_the_transaction_key_type() {
-        for v in 1..=ApiKey::FindCoordinator.versions().max {
-            let r = transaction_coordinator_request("tx", v);
-            assert_eq!(r.key_type, TRANSACTION_KEY_TYPE);
-            r.to_bytes(v).unwrap();
-        }
-        // v0 has no key type: it would ask for a group's coordinator, so it must not encode.
-        assert!(transaction_coordinator_request("tx", 0).to_bytes(0).is_err());
-        let batched = FindCoordinatorResponse {
-            coordinators: vec![Coordinator {
-                key: "tx".into(),
-                node_id: 2,
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        assert_eq!(transaction_coordinator("tx", batched).unwrap(), 2);
-        let failed = FindCoordinatorResponse {
-            error_code: KafkaCode::CoordinatorNotAvailable.code(),
-            ..Default::default()
-        };
-        let e = transaction_coordinator("tx", failed).unwrap_err();
-        assert!(e.is_coordinator_transient());
-        assert!(e.to_string().contains("transactional id tx"), "{e}");
     }
 
     #[test]

@@ -724,6 +724,18 @@ mod tests {
     }
 
     #[test]
+    fn transaction_coordinator_lookups_ask_for_the_transaction_key_type_from_v1_only() {
+        use crate::protocol::Message;
+        for v in 1..=ApiKey::FindCoordinator.versions().max {
+            let r = transaction_coordinator_request("tx", v);
+            assert_eq!(r.key_type, 1);
+            r.to_bytes(v).unwrap();
+        }
+        // v0 has no key type: it would ask for a group's coordinator, so it must not encode.
+        assert!(transaction_coordinator_request("tx", 0).to_bytes(0).is_err());
+    }
+
+    #[test]
     fn find_coordinator_requests_encode_at_every_version() {
         // Every version encodes: no field is set that the version lacks.
         for v in 0..=ApiKey::Metadata.versions().max {
