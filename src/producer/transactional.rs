@@ -794,6 +794,39 @@ mod tests {
         }
     }
 
+    /// An AddPartitionsToTxn answer of `t`-`partition` alone (clients' versions, v0-v3,
+    /// answer per partition only).
+    fn one_partition_answer(partition: i32, code: KafkaCode) -> AddPartitionsToTxnResponse {
+        AddPartitionsToTxnResponse {
+            results_by_topic_v3_and_below: vec![AddPartitionsToTxnTopicResult {
+                name: "t".into(),
+                results_by_partition: vec![AddPartitionsToTxnPartitionResult {
+                    partition_index: partition,
+                    partition_error_code: code.code(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// A consumer's group metadata and one offset of it to commit.
+    fn group_and_offsets(
+        instance: Option<&str>,
+    ) -> (ConsumerGroupMetadata, BTreeMap<TopicPartition, OffsetAndMetadata>) {
+        let group = ConsumerGroupMetadata {
+            group_id: "g".into(),
+            generation_id: 3,
+            member_id: "m".into(),
+            group_instance_id: instance.map(String::from),
+        };
+        (
+            group,
+            [(TopicPartition::new("in", 0), OffsetAndMetadata::new(5))].into(),
+        )
+    }
+
     fn producer(script: &Script) -> Producer {
         script
             .client(
@@ -854,18 +887,10 @@ mod tests {
     fn a_partitions_batches_go_only_after_the_coordinator_added_it_and_carry_the_transaction() {
         let script = script();
         // Clients' versions (v0-v3) answer per partition only.
-        script.push::<AddPartitionsToTxnRequest>(Answer::Reply(AddPartitionsToTxnResponse {
-            results_by_topic_v3_and_below: vec![AddPartitionsToTxnTopicResult {
-                name: "t".into(),
-                results_by_partition: vec![AddPartitionsToTxnPartitionResult {
-                    partition_index: 1,
-                    partition_error_code: KafkaCode::ConcurrentTransactions.code(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }));
+        script.push::<AddPartitionsToTxnRequest>(Answer::Reply(one_partition_answer(
+            1,
+            KafkaCode::ConcurrentTransactions,
+        )));
         let mut p = producer(&script);
         p.init_transactions(CALL).unwrap();
         p.begin_transaction().unwrap();
@@ -897,18 +922,10 @@ mod tests {
     #[test]
     fn a_partition_the_coordinator_refuses_makes_the_transaction_abortable_and_abort_recovers() {
         let script = script();
-        script.push::<AddPartitionsToTxnRequest>(Answer::Reply(AddPartitionsToTxnResponse {
-            results_by_topic_v3_and_below: vec![AddPartitionsToTxnTopicResult {
-                name: "t".into(),
-                results_by_partition: vec![AddPartitionsToTxnPartitionResult {
-                    partition_index: 0,
-                    partition_error_code: KafkaCode::TopicAuthorizationFailed.code(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }));
+        script.push::<AddPartitionsToTxnRequest>(Answer::Reply(one_partition_answer(
+            0,
+            KafkaCode::TopicAuthorizationFailed,
+        )));
         let mut p = producer(&script);
         p.init_transactions(CALL).unwrap();
         p.begin_transaction().unwrap();
@@ -1075,14 +1092,7 @@ mod tests {
         });
         let mut p = producer(&script);
         p.init_transactions(CALL).unwrap();
-        let group = ConsumerGroupMetadata {
-            group_id: "g".into(),
-            generation_id: 3,
-            member_id: "m".into(),
-            group_instance_id: Some("i".into()),
-        };
-        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> =
-            [(TopicPartition::new("in", 0), OffsetAndMetadata::new(5))].into();
+        let (group, offsets) = group_and_offsets(Some("i"));
         for _ in 0..2 {
             p.begin_transaction().unwrap();
             p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
@@ -1121,14 +1131,7 @@ mod tests {
         });
         let mut p = producer(&script);
         p.init_transactions(CALL).unwrap();
-        let group = ConsumerGroupMetadata {
-            group_id: "g".into(),
-            generation_id: 3,
-            member_id: "m".into(),
-            group_instance_id: None,
-        };
-        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> =
-            [(TopicPartition::new("in", 0), OffsetAndMetadata::new(5))].into();
+        let (group, offsets) = group_and_offsets(None);
         p.begin_transaction().unwrap();
         p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
         p.send_offsets_to_transaction(&offsets, &group, CALL).unwrap();

@@ -68,13 +68,19 @@ fn send_values(p: &mut Producer, topic: &str, values: &[&'static str]) {
     }
 }
 
-/// On Kafka 4.x (transaction protocol v2: partitions added by Produce, a new epoch at every
-/// end) and on 3.9 (protocol v1: AddPartitionsToTxn).
+/// On both transaction protocols: v2 (partitions added by Produce, a new epoch at every end)
+/// and v1 (AddPartitionsToTxn).
 #[test]
 fn committed_transactions_are_read_and_aborted_ones_are_not() {
+    on_both_protocols(commit_and_abort_read_back);
+}
+
+/// Runs `check` on the shared broker (Kafka 4.x: transaction protocol v2) and on a 3.9 one
+/// (protocol v1).
+fn on_both_protocols(check: fn(&str)) {
     let legacy = broker::shared_legacy().to_string();
     for bootstrap in [broker::shared().bootstrap(), legacy.as_str()] {
-        commit_and_abort_read_back(bootstrap);
+        check(bootstrap);
     }
 }
 
@@ -174,10 +180,7 @@ fn calls_out_of_order_are_refused_by_name() {
 
 #[test]
 fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
-    let legacy = broker::shared_legacy().to_string();
-    for bootstrap in [broker::shared().bootstrap(), legacy.as_str()] {
-        fenced_by_a_second_producer(bootstrap);
-    }
+    on_both_protocols(fenced_by_a_second_producer);
 }
 
 fn fenced_by_a_second_producer(bootstrap: &str) {
