@@ -9,7 +9,11 @@
 //!   negotiation, TLS ([`SecurityProtocol`]) and SASL ([`sasl`]), the [`Metadata`] cache,
 //!   coordinator lookup.
 //! - [`Consumer`] ([`ConsumerBuilder`]): a member that fetches, tracks positions and commits;
-//!   [`Producer`] ([`ProducerBuilder`]); [`Admin`]: topics, groups, offsets.
+//!   [`Producer`] ([`ProducerBuilder`]), idempotent by default and transactional with a
+//!   `transactional.id`: records and consumer offsets committed together, so a
+//!   consume-transform-produce job processes each record exactly once (see
+//!   [`Producer`]'s "Transactions" section and `examples/exactly_once.rs`); [`Admin`]: topics,
+//!   groups, offsets, transactions.
 //! - [`GroupMember`] ([`MemberBuilder`]): membership alone, with its heartbeat thread and
 //!   [`GroupEvent`]s; [`Assignor`]s (range, round-robin, sticky, and cooperative-sticky for
 //!   incremental rebalancing, [`RebalanceProtocol`]). A static member restarting within its
