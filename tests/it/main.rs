@@ -44,5 +44,6 @@ mod secure_interop_tests;
 mod secure_tests;
 mod support;
 mod tls_tests;
+mod transaction_interop_tests;
 mod transaction_tests;
 mod wakeup_tests;
