@@ -46,6 +46,7 @@ mod secure_interop_tests;
 mod secure_tests;
 mod support;
 mod tls_tests;
+mod transaction_interop_tests;
 mod transaction_tests;
 mod transactions_admin_tests;
 mod wakeup_tests;

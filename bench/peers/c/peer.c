@@ -3,9 +3,14 @@
  *   peer produce BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
  *   peer consume BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
  *   peer latency BOOTSTRAP TOPIC RATE SECONDS SIZE [-X key=value]...
+ *   peer produce-txn BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
+ *   peer ctp BOOTSTRAP INPUT OUTPUT GROUP RECORDS [-X key=value]...
  *   peer version
  * -X sets a librdkafka property on the producer (produce, latency) or consumer (consume);
- * everything else is librdkafka's default, except acks=all. */
+ * everything else is librdkafka's default, except acks=all. produce-txn sends in transactions
+ * (transactional.id), each committed once 100 ms passed since it began; ctp reads RECORDS records
+ * of INPUT in GROUP (isolation.level=read_committed) and writes each, reversed, to OUTPUT in such
+ * transactions with rd_kafka_send_offsets_to_transaction. Both print commit p50/p99. */
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -166,6 +171,35 @@ static int cmp(const void *a, const void *b) {
 	return (x > y) - (x < y);
 }
 
+/* How long a transaction stays open before it is committed, and each transactional call's bound. */
+#define TXN_PERIOD 0.1
+#define TXN_CALL_MS 60000
+
+static void check(const char *what, rd_kafka_error_t *e) {
+	if (e)
+		die(what, rd_kafka_error_string(e));
+}
+
+static double quantile(const double *sorted, long n, int pct) {
+	return n ? sorted[(n * pct + 99) / 100 - 1] : 0;
+}
+
+/* A transactional producer (transactional.id PREFIX-<pid>), initialized. */
+static rd_kafka_t *txn_producer(const char *bootstrap, const char *prefix, char *set, size_t len) {
+	rd_kafka_conf_t *c = conf(bootstrap, 1);
+	char err[512], id[64];
+	snprintf(id, sizeof id, "%s-%ld", prefix, (long)getpid());
+	if (rd_kafka_conf_set(c, "transactional.id", id, err, sizeof err))
+		die("transactional.id", err);
+	rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+	settings(c, pkeys, set, len);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+	if (!rk)
+		die("producer", err);
+	check("init_transactions", rd_kafka_init_transactions(rk, TXN_CALL_MS));
+	return rk;
+}
+
 int main(int argc, char **argv) {
 	if (argc == 2 && !strcmp(argv[1], "version")) {
 		printf("librdkafka %s\n", rd_kafka_version_str());
@@ -174,7 +208,7 @@ int main(int argc, char **argv) {
 	if (argc < 6)
 		die("usage", "peer produce|consume|latency BOOTSTRAP TOPIC ... [-X key=value]...");
 	const char *mode = argv[1], *bootstrap = argv[2], *topic = argv[3];
-	int fixed = strcmp(mode, "latency") ? 6 : 7;
+	int fixed = strcmp(mode, "latency") && strcmp(mode, "ctp") ? 6 : 7;
 	xs = calloc(argc, sizeof *xs);
 	for (int i = fixed; i + 1 < argc; i += 2)
 		xs[nx++] = argv[i + 1];
@@ -252,6 +286,109 @@ int main(int argc, char **argv) {
 		rd_kafka_destroy(rk);
 		rd_kafka_consumer_close(l.rk);
 		rd_kafka_destroy(l.rk);
+	} else if (!strcmp(mode, "produce-txn")) {
+		long n = atol(argv[4]), size = atol(argv[5]), np = n < 65536 ? n : 65536;
+		char *values = pool(np, size);
+		rd_kafka_t *rk = txn_producer(bootstrap, "peer-c", set, sizeof set);
+		/* Metadata, connections and the first AddPartitionsToTxn outside the figure. */
+		check("begin", rd_kafka_begin_transaction(rk));
+		send1(rk, topic, "warm-up", 7);
+		check("commit", rd_kafka_commit_transaction(rk, TXN_CALL_MS));
+		delivered = 0;
+		double *commits = calloc(n + 1, sizeof(double));
+		long txns = 0;
+		double t = now(), c = cpu();
+		for (long i = 0; i < n;) {
+			check("begin", rd_kafka_begin_transaction(rk));
+			double began = now();
+			for (; i < n && now() - began < TXN_PERIOD; i++) {
+				send1(rk, topic, values + (i % np) * size, size);
+				rd_kafka_poll(rk, 0);
+			}
+			double at = now();
+			check("commit", rd_kafka_commit_transaction(rk, TXN_CALL_MS));
+			commits[txns++] = now() - at;
+		}
+		t = now() - t, c = cpu() - c;
+		if (failed || delivered != n)
+			die("produce-txn", "not every record was delivered");
+		qsort(commits, txns, sizeof(double), cmp);
+		printf("{\"client\":\"%s\",\"mode\":\"produce-txn\",\"records\":%ld,\"bytes\":%ld,\"seconds\":%.4f,"
+		       "\"cpu_seconds\":%.3f,\"transactions\":%ld,\"commit_p50_ms\":%.3f,\"commit_p99_ms\":%.3f,"
+		       "\"settings\":{%s}}\n",
+		       client, n, n * size, t, c, txns, quantile(commits, txns, 50) * 1e3,
+		       quantile(commits, txns, 99) * 1e3, set);
+		rd_kafka_destroy(rk);
+	} else if (!strcmp(mode, "ctp")) {
+		const char *output = argv[4], *group = argv[5];
+		long n = atol(argv[6]), got = 0, bytes = 0, txns = 0;
+		rd_kafka_t *rk = txn_producer(bootstrap, "peer-c-ctp", set, sizeof set);
+		rd_kafka_conf_t *cc = rd_kafka_conf_new();
+		char err[512];
+		if (rd_kafka_conf_set(cc, "bootstrap.servers", bootstrap, err, sizeof err) ||
+		    rd_kafka_conf_set(cc, "group.id", group, err, sizeof err) ||
+		    rd_kafka_conf_set(cc, "enable.auto.commit", "false", err, sizeof err) ||
+		    rd_kafka_conf_set(cc, "auto.offset.reset", "earliest", err, sizeof err) ||
+		    rd_kafka_conf_set(cc, "isolation.level", "read_committed", err, sizeof err))
+			die("consumer conf", err);
+		rd_kafka_t *ck = rd_kafka_new(RD_KAFKA_CONSUMER, cc, err, sizeof err);
+		if (!ck)
+			die("consumer", err);
+		rd_kafka_poll_set_consumer(ck);
+		rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+		rd_kafka_topic_partition_list_add(sub, argv[3], RD_KAFKA_PARTITION_UA);
+		if (rd_kafka_subscribe(ck, sub))
+			die("subscribe", argv[3]);
+		rd_kafka_topic_partition_list_destroy(sub);
+		double *commits = calloc(n + 1, sizeof(double)), t = 0, c = 0, deadline = now() + 600;
+		char *rev = malloc(1 << 20);
+		while (got < n) {
+			if (now() > deadline)
+				die("ctp", "not every record came within 600 s");
+			check("begin", rd_kafka_begin_transaction(rk));
+			double began = now();
+			rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(8);
+			while (got < n && now() - began < TXN_PERIOD) {
+				rd_kafka_message_t *m = rd_kafka_consumer_poll(ck, 20);
+				if (!m)
+					continue;
+				if (!m->err) {
+					if (!t)
+						t = now(), c = cpu();
+					got++, bytes += m->len;
+					for (size_t j = 0; j < m->len && j < (1 << 20); j++)
+						rev[j] = ((char *)m->payload)[m->len - 1 - j];
+					send1(rk, output, rev, m->len);
+					const char *tn = rd_kafka_topic_name(m->rkt);
+					rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_find(offsets, tn, m->partition);
+					if (!tp)
+						tp = rd_kafka_topic_partition_list_add(offsets, tn, m->partition);
+					tp->offset = m->offset + 1;
+				}
+				rd_kafka_message_destroy(m);
+				rd_kafka_poll(rk, 0);
+			}
+			if (offsets->cnt) {
+				rd_kafka_consumer_group_metadata_t *meta = rd_kafka_consumer_group_metadata(ck);
+				check("send_offsets", rd_kafka_send_offsets_to_transaction(rk, offsets, meta, TXN_CALL_MS));
+				rd_kafka_consumer_group_metadata_destroy(meta);
+			}
+			rd_kafka_topic_partition_list_destroy(offsets);
+			double at = now();
+			check("commit", rd_kafka_commit_transaction(rk, TXN_CALL_MS));
+			if (t)
+				commits[txns++] = now() - at;
+		}
+		t = now() - t, c = cpu() - c;
+		qsort(commits, txns, sizeof(double), cmp);
+		printf("{\"client\":\"%s\",\"mode\":\"ctp\",\"records\":%ld,\"bytes\":%ld,\"seconds\":%.4f,"
+		       "\"cpu_seconds\":%.3f,\"transactions\":%ld,\"commit_p50_ms\":%.3f,\"commit_p99_ms\":%.3f,"
+		       "\"settings\":{%s,\"isolation.level\":\"read_committed\"}}\n",
+		       client, got, bytes, t, c, txns, quantile(commits, txns, 50) * 1e3,
+		       quantile(commits, txns, 99) * 1e3, set);
+		rd_kafka_destroy(rk);
+		rd_kafka_consumer_close(ck);
+		rd_kafka_destroy(ck);
 	} else
 		die("mode", mode);
 	return 0;

@@ -4,6 +4,13 @@
 //	peer produce BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
 //	peer consume BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
 //	peer latency BOOTSTRAP TOPIC RATE SECONDS SIZE [-X key=value]...
+//	peer produce-txn BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
+//	peer ctp BOOTSTRAP INPUT OUTPUT GROUP RECORDS [-X key=value]...
+//
+// produce-txn sends in transactions (kgo.TransactionalID), each committed once 100 ms passed
+// since it began; ctp reads RECORDS records of INPUT in GROUP (read_committed) with a
+// GroupTransactSession and writes each, reversed, to OUTPUT, ending a transaction (with the
+// offsets) every 100 ms. Both print the commit latencies' p50 and p99.
 //
 // -X takes batch.size, linger.ms and compression.type, mapped to franz-go's options; everything
 // else is franz-go's default (which is acks=all, idempotent, snappy, 10 ms linger, 1 MB batches).
@@ -127,7 +134,7 @@ func main() {
 		return f
 	}
 	fixed := 6
-	if mode == "latency" {
+	if mode == "latency" || mode == "ctp" {
 		fixed = 7
 	}
 	var xs []string
@@ -187,6 +194,10 @@ func main() {
 		cl.Close()
 	case "latency":
 		latency(ctx, name, bootstrap, topic, num(4), num(5), int(num(6)), xs)
+	case "produce-txn":
+		produceTxn(ctx, name, bootstrap, topic, int(num(4)), int(num(5)), xs)
+	case "ctp":
+		ctp(ctx, name, bootstrap, topic, os.Args[4], os.Args[5], int(num(6)), xs)
 	default:
 		die("mode", mode)
 	}
@@ -247,4 +258,143 @@ func latency(ctx context.Context, name, bootstrap, topic string, rate, secs floa
 	}
 	cl.Close()
 	cons.Close()
+}
+
+// txnPeriod is how long a transaction stays open before it is committed.
+const txnPeriod = 100 * time.Millisecond
+
+// p50p99 in ms of durations.
+func p50p99(d []time.Duration) (float64, float64) {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	q := func(p float64) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		i := int(float64(len(d))*p+0.999999) - 1
+		return float64(d[max(i, 0)].Microseconds()) / 1e3
+	}
+	return q(0.5), q(0.99)
+}
+
+func produceTxn(ctx context.Context, name, bootstrap, topic string, n, size int, xs []string) {
+	values := pool(min(n, 65536), size)
+	opts := append(producerOpts(xs), kgo.TransactionalID(fmt.Sprintf("peer-go-%d", os.Getpid())))
+	cl := newClient(bootstrap, opts...)
+	failed := make(chan error, 1)
+	onErr := func(_ *kgo.Record, err error) {
+		if err != nil {
+			select {
+			case failed <- err:
+			default:
+			}
+		}
+	}
+	end := func() {
+		if err := cl.Flush(ctx); err != nil {
+			die("flush", err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			die("commit", err)
+		}
+	}
+	// Metadata, connections and the first AddPartitionsToTxn outside the figure.
+	if err := cl.BeginTransaction(); err != nil {
+		die("begin", err)
+	}
+	cl.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte("warm-up")}, onErr)
+	end()
+	var commits []time.Duration
+	t, c := time.Now(), cpu()
+	for i := 0; i < n; {
+		if err := cl.BeginTransaction(); err != nil {
+			die("begin", err)
+		}
+		began := time.Now()
+		for ; i < n && time.Since(began) < txnPeriod; i++ {
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: values[i%len(values)]}, onErr)
+		}
+		at := time.Now()
+		end()
+		commits = append(commits, time.Since(at))
+	}
+	secs, cs := time.Since(t).Seconds(), cpu()-c
+	select {
+	case err := <-failed:
+		die("produce", err)
+	default:
+	}
+	p50, p99 := p50p99(commits)
+	fmt.Printf(`{"client":"%s","mode":"produce-txn","records":%d,"bytes":%d,"seconds":%.4f,"cpu_seconds":%.3f,"transactions":%d,"commit_p50_ms":%.3f,"commit_p99_ms":%.3f,"settings":{%s}}`+"\n",
+		name, n, n*size, secs, cs, len(commits), p50, p99, settings(cl))
+	cl.Close()
+}
+
+func ctp(ctx context.Context, name, bootstrap, input, output, group string, n int, xs []string) {
+	opts := append(producerOpts(xs),
+		kgo.SeedBrokers(bootstrap),
+		kgo.TransactionalID(fmt.Sprintf("peer-go-ctp-%d", os.Getpid())),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(input),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.DefaultProduceTopic(output),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		die("session", err)
+	}
+	var commits []time.Duration
+	got, bytes := 0, 0
+	var t time.Time
+	var c float64
+	deadline := time.Now().Add(600 * time.Second)
+	for got < n {
+		if time.Now().After(deadline) {
+			die("ctp", fmt.Sprintf("%d of %d records in 600 s", got, n))
+		}
+		if err := sess.Begin(); err != nil {
+			die("begin", err)
+		}
+		began := time.Now()
+		for got < n && time.Since(began) < txnPeriod {
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			fs := sess.PollFetches(pctx)
+			cancel()
+			fs.EachError(func(_ string, _ int32, err error) {
+				if err != context.DeadlineExceeded {
+					die("poll", err)
+				}
+			})
+			fs.EachRecord(func(r *kgo.Record) {
+				if t.IsZero() {
+					t, c = time.Now(), cpu()
+				}
+				got++
+				bytes += len(r.Value)
+				v := make([]byte, len(r.Value))
+				for i := range v {
+					v[i] = r.Value[len(v)-1-i]
+				}
+				sess.Produce(ctx, &kgo.Record{Value: v}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						die("produce", err)
+					}
+				})
+			})
+		}
+		at := time.Now()
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil || !committed {
+			die("commit", fmt.Sprintf("committed=%v: %v", committed, err))
+		}
+		if !t.IsZero() {
+			commits = append(commits, time.Since(at))
+		}
+	}
+	secs, cs := time.Since(t).Seconds(), cpu()-c
+	p50, p99 := p50p99(commits)
+	fmt.Printf(`{"client":"%s","mode":"ctp","records":%d,"bytes":%d,"seconds":%.4f,"cpu_seconds":%.3f,"transactions":%d,"commit_p50_ms":%.3f,"commit_p99_ms":%.3f,"settings":{%s,"isolation.level":"read_committed"}}`+"\n",
+		name, got, bytes, secs, cs, len(commits), p50, p99, settings(sess.Client()))
+	sess.Close()
 }

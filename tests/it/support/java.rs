@@ -146,6 +146,11 @@ impl Java {
 /// the jars of `version` (the broker's) on the classpath, and waits for it; panics with its
 /// output if it fails. For one-off admin steps the crate's API has no call for (ACLs).
 pub fn run_source(version: &str, class: &str, source: &str, args: &[&str]) {
+    run_source_output(version, class, source, args);
+}
+
+/// As [`run_source`], returning what the program printed on stdout.
+pub fn run_source_output(version: &str, class: &str, source: &str, args: &[&str]) -> String {
     let version = super::broker::resolve_version(version);
     let libs = kafka_cache().join(&version).join("libs");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -168,6 +173,7 @@ pub fn run_source(version: &str, class: &str, source: &str, args: &[&str]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Where `scripts/kafka` keeps releases.

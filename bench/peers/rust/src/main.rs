@@ -5,13 +5,22 @@
 //! kafka-group-peer produce BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
 //! kafka-group-peer consume BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
 //! kafka-group-peer latency BOOTSTRAP TOPIC RATE SECONDS SIZE [-X key=value]...
+//! kafka-group-peer produce-txn BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
+//! kafka-group-peer ctp BOOTSTRAP INPUT OUTPUT GROUP RECORDS [-X key=value]...
 //! kafka-group-peer create-topics BOOTSTRAP PARTITIONS TOPIC...
 //! ```
 //! `-X` takes `batch.size`, `linger.ms` and `compression.type` (the producer's); everything
-//! else is the crate's default, except `acks=all`.
+//! else is the crate's default, except `acks=all`. `produce-txn` sends in transactions, each
+//! committed once 100 ms have passed since it began; `ctp` reads RECORDS records of INPUT in
+//! GROUP (read_committed) and writes each, transformed, to OUTPUT in such transactions with the
+//! consumed offsets sent in them. Both print the commit latencies' p50 and p99.
 
 use bytes::Bytes;
-use kafka_group::{Acks, Client, Compression, NewTopic, OffsetReset, ProducerRecord, TopicPartition};
+use kafka_group::{
+    Acks, Client, Compression, IsolationLevel, NewTopic, OffsetAndMetadata, OffsetReset, ProducerRecord,
+    TopicPartition,
+};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,7 +94,15 @@ impl Settings {
     }
 
     fn producer(&self, client: &Client) -> Result<kafka_group::Producer, BoxError> {
+        self.producer_with(client, None)
+    }
+
+    /// With `transactional.id` if given.
+    fn producer_with(&self, client: &Client, txn: Option<String>) -> Result<kafka_group::Producer, BoxError> {
         let mut b = client.producer().acks(Acks::All);
+        if let Some(id) = txn {
+            b = b.transactional_id(id);
+        }
         if let Some(n) = self.batch_size {
             b = b.batch_size(n);
         }
@@ -189,6 +206,8 @@ fn main() -> Result<(), BoxError> {
             consumer.close()?;
         }
         "latency" => latency(&client, name, &args)?,
+        "produce-txn" => produce_txn(&client, name, &args)?,
+        "ctp" => ctp(&client, name, &args)?,
         _ => return Err(format!("unknown mode {mode}").into()),
     }
     Ok(())
@@ -261,5 +280,125 @@ fn latency(client: &Client, name: &str, args: &[String]) -> Result<(), BoxError>
     if lat.len() < n {
         return Err("not every record arrived".into());
     }
+    Ok(())
+}
+
+/// How long a transaction stays open before it is committed.
+const TXN_PERIOD: Duration = Duration::from_millis(100);
+const TXN_CALL: Duration = Duration::from_secs(60);
+
+/// p50 and p99 in ms of `lat` (seconds).
+fn p50_p99(mut lat: Vec<f64>) -> (f64, f64) {
+    lat.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 * p).ceil() as usize).max(1) - 1)
+            .map_or(0.0, |v| v * 1e3)
+    };
+    (q(0.5), q(0.99))
+}
+
+fn produce_txn(client: &Client, name: &str, args: &[String]) -> Result<(), BoxError> {
+    let (topic, n, size): (&str, usize, usize) = (&args[2], args[3].parse()?, args[4].parse()?);
+    let set = Settings::parse(&args[5..])?;
+    let values = pool(n.min(65536), size);
+    let mut producer = set.producer_with(client, Some(format!("peer-rust-{}", std::process::id())))?;
+    producer.init_transactions(TXN_CALL)?;
+    // Metadata, connections and the partitions' first AddPartitionsToTxn outside the figure.
+    producer.begin_transaction()?;
+    producer.send(ProducerRecord::new(topic, "warm-up"))?;
+    producer.commit_transaction(TXN_CALL)?;
+    let (t, c) = (Instant::now(), cpu());
+    let mut commits = Vec::new();
+    let mut i = 0;
+    while i < n {
+        producer.begin_transaction()?;
+        let began = Instant::now();
+        while i < n && began.elapsed() < TXN_PERIOD {
+            producer.send(ProducerRecord::new(topic, values[i % values.len()].clone()))?;
+            i += 1;
+        }
+        let at = Instant::now();
+        producer.commit_transaction(TXN_CALL)?;
+        commits.push(at.elapsed().as_secs_f64());
+    }
+    let (t, c) = (t.elapsed().as_secs_f64(), cpu() - c);
+    let txns = commits.len();
+    let (p50, p99) = p50_p99(commits);
+    println!(
+        "{{\"client\":\"{name}\",\"mode\":\"produce-txn\",\"records\":{n},\"bytes\":{},\"seconds\":{t:.4},\
+         \"cpu_seconds\":{c:.3},\"transactions\":{txns},\"commit_p50_ms\":{p50:.3},\"commit_p99_ms\":{p99:.3},\
+         \"settings\":{{{}}}}}",
+        n * size,
+        set.json()
+    );
+    producer.close()?;
+    Ok(())
+}
+
+/// The transformation every peer applies: the value reversed.
+fn transform(v: &[u8]) -> Vec<u8> {
+    v.iter().rev().copied().collect()
+}
+
+fn ctp(client: &Client, name: &str, args: &[String]) -> Result<(), BoxError> {
+    let (input, output, group) = (args[2].as_str(), args[3].as_str(), args[4].as_str());
+    let n: usize = args[5].parse()?;
+    let set = Settings::parse(&args[6..])?;
+    let mut consumer = client
+        .consumer(group)
+        .subscribe([input])
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .build()?;
+    let mut producer = set.producer_with(client, Some(format!("peer-rust-ctp-{}", std::process::id())))?;
+    producer.init_transactions(TXN_CALL)?;
+    let mut commits = Vec::new();
+    let (mut got, mut bytes) = (0usize, 0usize);
+    // The clock starts at the first records (the join is not timed).
+    let mut started: Option<(Instant, f64)> = None;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while got < n {
+        if Instant::now() > deadline {
+            return Err(format!("{got} of {n} records in 600 s").into());
+        }
+        producer.begin_transaction()?;
+        let began = Instant::now();
+        let mut offsets: BTreeMap<TopicPartition, OffsetAndMetadata> = BTreeMap::new();
+        while got < n && began.elapsed() < TXN_PERIOD {
+            for r in consumer.poll(Duration::from_millis(20))? {
+                started.get_or_insert_with(|| (Instant::now(), cpu()));
+                let v = r.value.as_deref().unwrap_or_default();
+                bytes += v.len();
+                got += 1;
+                producer.send(ProducerRecord::new(output, transform(v)))?;
+                offsets.insert(
+                    TopicPartition::new(&*r.topic, r.partition),
+                    OffsetAndMetadata::new(r.offset + 1),
+                );
+            }
+        }
+        if !offsets.is_empty() {
+            let meta = consumer.group_metadata().ok_or("no group metadata")?;
+            producer.send_offsets_to_transaction(&offsets, &meta, TXN_CALL)?;
+        }
+        let at = Instant::now();
+        producer.commit_transaction(TXN_CALL)?;
+        if started.is_some() {
+            commits.push(at.elapsed().as_secs_f64());
+        }
+    }
+    let (t0, c0) = started.ok_or("nothing read")?;
+    let (t, c) = (t0.elapsed().as_secs_f64(), cpu() - c0);
+    let txns = commits.len();
+    let (p50, p99) = p50_p99(commits);
+    println!(
+        "{{\"client\":\"{name}\",\"mode\":\"ctp\",\"records\":{got},\"bytes\":{bytes},\"seconds\":{t:.4},\
+         \"cpu_seconds\":{c:.3},\"transactions\":{txns},\"commit_p50_ms\":{p50:.3},\"commit_p99_ms\":{p99:.3},\
+         \"settings\":{{{},\"isolation.level\":\"read_committed\"}}}}",
+        set.json()
+    );
+    producer.close()?;
+    consumer.close()?;
     Ok(())
 }

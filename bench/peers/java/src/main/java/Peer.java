@@ -4,22 +4,30 @@
 //   Peer produce BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
 //   Peer consume BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
 //   Peer latency BOOTSTRAP TOPIC RATE SECONDS SIZE [-X key=value]...
+//   Peer produce-txn BOOTSTRAP TOPIC RECORDS SIZE [-X key=value]...
+//   Peer ctp BOOTSTRAP INPUT OUTPUT GROUP RECORDS [-X key=value]...
 //
 // -X sets a producer (produce, latency) or consumer (consume) property; everything else is the
-// client's default, except acks=all (which is also Kafka's default since 3.0).
+// client's default, except acks=all (which is also Kafka's default since 3.0). produce-txn sends in
+// transactions (transactional.id), each committed once 100 ms passed since it began; ctp reads
+// RECORDS records of INPUT in GROUP (isolation.level=read_committed) and writes each, reversed,
+// to OUTPUT in such transactions with sendOffsetsToTransaction. Both print commit p50/p99.
 
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -112,7 +120,7 @@ public final class Peer {
 
     public static void main(String[] args) throws Exception {
         String mode = args[0], bootstrap = args[1], topic = args[2];
-        int fixed = mode.equals("latency") ? 6 : 5;
+        int fixed = mode.equals("latency") || mode.equals("ctp") ? 6 : 5;
         List<String> xs = new ArrayList<>();
         for (int i = fixed; i + 1 < args.length; i += 2) xs.add(args[i + 1]);
         switch (mode) {
@@ -126,6 +134,15 @@ public final class Peer {
             }
             case "latency" -> latency(bootstrap, topic, Double.parseDouble(args[3]), Double.parseDouble(args[4]),
                     Integer.parseInt(args[5]), xs);
+            case "produce-txn" -> {
+                if (WARM) produceTxn(bootstrap, topic, Integer.parseInt(args[3]), Integer.parseInt(args[4]), xs, false);
+                produceTxn(bootstrap, topic, Integer.parseInt(args[3]), Integer.parseInt(args[4]), xs, true);
+            }
+            case "ctp" -> {
+                // The warm-up pass reads the input in a group of its own.
+                if (WARM) ctp(bootstrap, topic, args[3], args[4] + "-warmup", Integer.parseInt(args[5]), xs, false);
+                ctp(bootstrap, topic, args[3], args[4], Integer.parseInt(args[5]), xs, true);
+            }
             default -> throw new IllegalArgumentException("mode " + mode);
         }
     }
@@ -224,5 +241,107 @@ public final class Peer {
 
     static double q(double[] s, double p) {
         return s.length == 0 ? 0 : s[Math.max(0, Math.min(s.length - 1, (int) Math.ceil(s.length * p) - 1))] * 1e3;
+    }
+
+    /** How long a transaction stays open before it is committed, in ns. */
+    static final long TXN_PERIOD = 100_000_000L;
+    static int txnIds = 0;
+
+    static KafkaProducer<byte[], byte[]> txnProducer(String bootstrap, String prefix, List<String> xs,
+            StringBuilder settings) {
+        List<String> all = new ArrayList<>(xs);
+        all.add("transactional.id=" + prefix + "-" + ProcessHandle.current().pid() + "-" + txnIds++);
+        KafkaProducer<byte[], byte[]> p = producer(bootstrap, all, settings);
+        p.initTransactions();
+        return p;
+    }
+
+    static void produceTxn(String bootstrap, String topic, int n, int size, List<String> xs, boolean print)
+            throws Exception {
+        byte[][] values = pool(Math.min(n, 65536), size);
+        StringBuilder set = new StringBuilder();
+        AtomicReference<Exception> failed = new AtomicReference<>();
+        double[] commits = new double[n + 1];
+        int txns = 0;
+        try (KafkaProducer<byte[], byte[]> p = txnProducer(bootstrap, "peer-java", xs, set)) {
+            // Metadata, connections and the first AddPartitionsToTxn outside the figure.
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, "warm-up".getBytes(StandardCharsets.US_ASCII)));
+            p.commitTransaction();
+            long t = System.nanoTime();
+            double c = cpu();
+            for (int i = 0; i < n;) {
+                p.beginTransaction();
+                long began = System.nanoTime();
+                for (; i < n && System.nanoTime() - began < TXN_PERIOD; i++) {
+                    p.send(new ProducerRecord<>(topic, values[i % values.length]), (md, e) -> {
+                        if (e != null) failed.compareAndSet(null, e);
+                    });
+                }
+                long at = System.nanoTime();
+                p.commitTransaction();
+                commits[txns++] = (System.nanoTime() - at) / 1e9;
+            }
+            double secs = (System.nanoTime() - t) / 1e9, cs = cpu() - c;
+            if (failed.get() != null) throw failed.get();
+            double[] s = Arrays.copyOf(commits, txns);
+            Arrays.sort(s);
+            if (print) System.out.printf("{\"client\":\"%s\",\"mode\":\"produce-txn\",\"records\":%d,\"bytes\":%d,\"seconds\":%.4f,"
+                    + "\"cpu_seconds\":%.3f,\"transactions\":%d,\"commit_p50_ms\":%.3f,\"commit_p99_ms\":%.3f,"
+                    + "\"settings\":{%s%s}}%n", CLIENT, n, (long) n * size, secs, cs, txns, q(s, 0.5), q(s, 0.99), set, WARMED);
+        }
+    }
+
+    static void ctp(String bootstrap, String input, String output, String group, int n, List<String> xs,
+            boolean print) throws Exception {
+        StringBuilder set = new StringBuilder();
+        AtomicReference<Exception> failed = new AtomicReference<>();
+        Properties cp = consumerProps(bootstrap, List.of());
+        cp.put("group.id", group);
+        cp.put("enable.auto.commit", "false");
+        cp.put("isolation.level", "read_committed");
+        double[] commits = new double[n + 1];
+        int txns = 0, got = 0;
+        long bytes = 0, t = 0;
+        double c = 0;
+        try (KafkaConsumer<byte[], byte[]> cons = new KafkaConsumer<>(cp);
+                KafkaProducer<byte[], byte[]> p = txnProducer(bootstrap, "peer-java-ctp", xs, set)) {
+            cons.subscribe(List.of(input));
+            long deadline = System.nanoTime() + 600_000_000_000L;
+            while (got < n) {
+                if (System.nanoTime() > deadline) throw new IllegalStateException(got + " of " + n + " records in 600 s");
+                p.beginTransaction();
+                long began = System.nanoTime();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                while (got < n && System.nanoTime() - began < TXN_PERIOD) {
+                    for (ConsumerRecord<byte[], byte[]> r : cons.poll(Duration.ofMillis(20))) {
+                        if (t == 0) {
+                            t = System.nanoTime();
+                            c = cpu();
+                        }
+                        got++;
+                        byte[] v = r.value(), rev = new byte[v.length];
+                        for (int j = 0; j < v.length; j++) rev[j] = v[v.length - 1 - j];
+                        bytes += v.length;
+                        p.send(new ProducerRecord<>(output, rev), (md, e) -> {
+                            if (e != null) failed.compareAndSet(null, e);
+                        });
+                        offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    }
+                }
+                if (!offsets.isEmpty()) p.sendOffsetsToTransaction(offsets, cons.groupMetadata());
+                long at = System.nanoTime();
+                p.commitTransaction();
+                if (t != 0) commits[txns++] = (System.nanoTime() - at) / 1e9;
+            }
+            double secs = (System.nanoTime() - t) / 1e9, cs = cpu() - c;
+            if (failed.get() != null) throw failed.get();
+            double[] s = Arrays.copyOf(commits, txns);
+            Arrays.sort(s);
+            if (print) System.out.printf("{\"client\":\"%s\",\"mode\":\"ctp\",\"records\":%d,\"bytes\":%d,\"seconds\":%.4f,"
+                    + "\"cpu_seconds\":%.3f,\"transactions\":%d,\"commit_p50_ms\":%.3f,\"commit_p99_ms\":%.3f,"
+                    + "\"settings\":{%s,\"isolation.level\":\"read_committed\"%s}}%n", CLIENT, got, bytes, secs, cs, txns,
+                    q(s, 0.5), q(s, 0.99), set, WARMED);
+        }
     }
 }
