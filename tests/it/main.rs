@@ -18,6 +18,7 @@ mod consumer_tests;
 mod cooperative_tests;
 mod demo_tests;
 mod examples_tests;
+mod exactly_once_tests;
 mod failing_call_tests;
 mod fetch_ahead_tests;
 mod fetch_session_tests;
