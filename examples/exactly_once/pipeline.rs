@@ -4,8 +4,8 @@
 //! `read_committed` readers and no offset committed, so the next incarnation redoes the batch.
 
 use kafka_group::{
-    Client, Consumer, ConsumerRecord, Error, IsolationLevel, OffsetAndMetadata, OffsetReset,
-    Producer, ProducerRecord, TopicPartition, TransactionAction,
+    Client, Consumer, ConsumerRecord, Error, IsolationLevel, OffsetAndMetadata, OffsetReset, Producer,
+    ProducerRecord, TopicPartition, TransactionAction,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,7 +31,7 @@ pub struct Settings {
     pub output: String,
     /// `session.timeout.ms`: a restart within it keeps the member's partitions (no rebalance).
     pub session_timeout: Duration,
-    /// Tests only: after a batch's records are written, hold the transaction open this long
+    /// Tests and the demo only: after a batch's records are written, hold the transaction open this long
     /// before committing it, so that a kill lands in the middle of a transaction.
     pub hold_open: Duration,
 }

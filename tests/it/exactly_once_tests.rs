@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// The members' `session.timeout.ms`.
 const SESSION: Duration = Duration::from_secs(6);
 /// How the test passes a member's settings to its child process.
-const CHILD_ENV: &str = "KAFKA_GROUP_EOS_CHILD";
+pub const CHILD_ENV: &str = "KAFKA_GROUP_EOS_CHILD";
 
 fn client(bootstrap: &str) -> Client {
     Client::builder()
@@ -115,9 +115,12 @@ fn wait_on(p: &mut Process, what: &str, timeout: Duration, cond: impl Fn(&Proces
 /// records are written (it then sleeps before committing).
 fn kill_mid_transaction(mut p: Process) {
     let opened = count(&p, "transaction open");
-    wait_on(&mut p, "no transaction opened", Duration::from_secs(30) + LOAD_MARGIN, |p| {
-        count(p, "transaction open") > opened
-    });
+    wait_on(
+        &mut p,
+        "no transaction opened",
+        Duration::from_secs(30) + LOAD_MARGIN,
+        |p| count(p, "transaction open") > opened,
+    );
     drop(p);
 }
 
@@ -227,17 +230,27 @@ fn exactly_once_pipeline_of_static_members_killed_mid_transaction_loses_and_dupl
             quick += 1;
         }
         let mut again = start(&ctx, names[i], hold);
-        wait_on(&mut again, "never assigned", Duration::from_secs(60) + LOAD_MARGIN, |p| {
-            !generations(p).is_empty()
-        });
+        wait_on(
+            &mut again,
+            "never assigned",
+            Duration::from_secs(60) + LOAD_MARGIN,
+            |p| !generations(p).is_empty(),
+        );
         let now = generations(&again)[0];
         println!(
             "kill {k}: {} restarted {}: generation {before} -> {now}",
             names[i],
-            if beyond { "beyond the session timeout" } else { "within the session timeout" }
+            if beyond {
+                "beyond the session timeout"
+            } else {
+                "within the session timeout"
+            }
         );
         if !beyond {
-            assert_eq!(now, before, "a restart within the session timeout rebalanced the group");
+            assert_eq!(
+                now, before,
+                "a restart within the session timeout rebalanced the group"
+            );
         }
         members[i] = Some(again);
     }
@@ -282,16 +295,27 @@ fn a_static_member_restarted_mid_transaction_fences_its_zombie_without_a_rebalan
     // The first incarnation never commits: it holds its first transaction open far longer
     // than the test.
     let mut old = start(&ctx, "m0", Duration::from_secs(600));
-    wait_on(&mut old, "no transaction opened", Duration::from_secs(60) + LOAD_MARGIN, |p| {
-        count(p, "transaction open") > 0
-    });
+    wait_on(
+        &mut old,
+        "no transaction opened",
+        Duration::from_secs(60) + LOAD_MARGIN,
+        |p| count(p, "transaction open") > 0,
+    );
     let generation = generations(&old)[0];
     drop(old); // SIGKILL
     let mut new = start(&ctx, "m0", Duration::ZERO);
-    wait_on(&mut new, "never assigned", Duration::from_secs(60) + LOAD_MARGIN, |p| {
-        !generations(p).is_empty()
-    });
-    assert_eq!(generations(&new)[0], generation, "the group rebalanced:\n{}", new.report());
+    wait_on(
+        &mut new,
+        "never assigned",
+        Duration::from_secs(60) + LOAD_MARGIN,
+        |p| !generations(p).is_empty(),
+    );
+    assert_eq!(
+        generations(&new)[0],
+        generation,
+        "the group rebalanced:\n{}",
+        new.report()
+    );
     // Until the new incarnation's init_transactions aborted the zombie's transaction, no
     // read_committed reader gets past it (transaction.timeout.ms is 60 s, the bound below 20 s).
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -306,7 +330,12 @@ fn a_static_member_restarted_mid_transaction_fences_its_zombie_without_a_rebalan
     drop(new);
     assert_eq!(lost_and_duplicated(&inputs, &read), (0, 0));
     assert_eq!(read.len(), inputs.len());
-    let all = read_output(&client, &ctx.output, IsolationLevel::ReadUncommitted, inputs.len());
+    let all = read_output(
+        &client,
+        &ctx.output,
+        IsolationLevel::ReadUncommitted,
+        inputs.len(),
+    );
     assert!(
         all.len() > inputs.len(),
         "the zombie's aborted batch is in the log: {} records",
