@@ -226,6 +226,8 @@ fn read(
                 .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()),
         );
     }
+    // Committed only so that closing does not warn about records read and not committed.
+    c.commit()?;
     c.close()?;
     Ok(values)
 }
