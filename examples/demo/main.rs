@@ -31,12 +31,12 @@ fn main() -> Result<(), scenario::BoxError> {
             return member(bootstrap, app, instance, input, output);
         }
     }
-    let exactly_once = args.first().is_some_and(|a| a == "--exactly-once");
-    let args = if exactly_once { &args[1..] } else { &args[..] };
-    let protocol = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        [] | ["--protocol", "classic"] => GroupProtocol::Classic,
-        ["--protocol", "consumer"] => GroupProtocol::Consumer,
-        _ => return Err("usage: demo [--exactly-once] [--protocol classic|consumer]".into()),
+    // The exactly-once story runs its members on the classic protocol only.
+    let (exactly_once, protocol) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["--exactly-once"] => (true, GroupProtocol::Classic),
+        [] | ["--protocol", "classic"] => (false, GroupProtocol::Classic),
+        ["--protocol", "consumer"] => (false, GroupProtocol::Consumer),
+        _ => return Err("usage: demo [--protocol classic|consumer | --exactly-once]".into()),
     };
     let ours = std::env::var_os("KAFKA_BOOTSTRAP").is_none();
     if ours {
