@@ -178,7 +178,9 @@ fn produce(client: &Client, topic: &str, values: &[String]) {
 fn exactly_once_pipeline_of_static_members_killed_mid_transaction_loses_and_duplicates_nothing() {
     let started = Instant::now();
     let long = std::env::var("KAFKA_GROUP_EOS").is_ok_and(|v| v == "long");
-    let (records, kills) = if long { (30_000, 12) } else { (3_000, 3) };
+    // Input is written in `chunks`, one every 250 ms: long enough for every kill to find
+    // transactions to interrupt.
+    let (records, kills, chunks) = if long { (30_000, 12, 400) } else { (3_000, 3, 40) };
     let seed = seed_from_env("KAFKA_GROUP_EOS_SEED");
     println!("exactly-once checker: seed {seed} (KAFKA_GROUP_EOS_SEED replays it)");
     let mut rng = Rng::new(seed);
@@ -196,7 +198,7 @@ fn exactly_once_pipeline_of_static_members_killed_mid_transaction_loses_and_dupl
         let (bootstrap, topic, inputs) = (ctx.bootstrap.clone(), ctx.input.clone(), inputs.clone());
         std::thread::spawn(move || {
             let c = self::client(&bootstrap);
-            for chunk in inputs.chunks(records / 40) {
+            for chunk in inputs.chunks(records / chunks) {
                 produce(&c, &topic, chunk);
                 std::thread::sleep(Duration::from_millis(250));
             }
