@@ -57,3 +57,48 @@ fn demo(settings: scenario::Settings) -> String {
     assert!(committed.ends_with("lag 0"), "{committed}");
     text
 }
+
+#[path = "../../examples/demo/exactly_once.rs"]
+mod exactly_once;
+
+/// `--exactly-once`: members are this test binary re-run as exactly_once_tests' member child.
+#[test]
+fn demo_exactly_once_kills_a_member_mid_transaction_and_the_output_holds_each_input_once() {
+    let b = broker::shared();
+    let command = |a: &exactly_once::MemberArgs| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args([
+            "--exact",
+            "exactly_once_tests::member_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            crate::exactly_once_tests::CHILD_ENV,
+            format!(
+                "{} {} {} {} {} 200",
+                a.bootstrap, a.app, a.instance, a.input, a.output
+            ),
+        );
+        c
+    };
+    let mut out = Vec::new();
+    let t = Instant::now();
+    let result = exactly_once::run(b.bootstrap(), &command, &mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    println!("{text}(demo ran in {:?})", t.elapsed());
+    if let Err(e) = result {
+        panic!("demo failed: {e}\n{text}");
+    }
+    assert!(text.contains("rebalanced: no"), "{text}");
+    assert!(
+        text.contains("input 3000, output 3000 (read_committed), duplicates 0"),
+        "{text}"
+    );
+    let aborted: usize = text
+        .rsplit_once("(read_uncommitted): ")
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(aborted > 0, "the kill landed mid-transaction: {text}");
+}

@@ -17,6 +17,7 @@ mod consumer_protocol_tests;
 mod consumer_tests;
 mod cooperative_tests;
 mod demo_tests;
+mod exactly_once_tests;
 mod examples_tests;
 mod failing_call_tests;
 mod fetch_ahead_tests;
