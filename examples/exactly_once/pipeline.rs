@@ -82,7 +82,7 @@ pub fn run(s: &Settings, stop: impl Fn() -> bool) -> Result<(), BoxError> {
                 // Nothing of the batch is visible or committed: undo, and redo it from the
                 // committed offsets (the partitions may have moved meanwhile).
                 println!("{}: aborted: {cause}", s.instance);
-                producer.abort_transaction(CALL)?;
+                again_on_timeout(|| producer.abort_transaction(CALL))?;
                 rewind(&mut consumer)?;
             }
             // TransactionAction::Close (fenced, not authorized) and everything else: stop.
@@ -116,7 +116,19 @@ fn process(
     // Taken now, not at the start: the coordinator refuses the offsets of an old generation.
     let group = consumer.group_metadata().ok_or(Error::Closed)?;
     producer.send_offsets_to_transaction(&offsets, &group, CALL)?;
-    producer.commit_transaction(CALL)
+    again_on_timeout(|| producer.commit_transaction(CALL))
+}
+
+/// A commit or abort that ran out of time is still under way at the coordinator: the same
+/// call again picks it up (never the other one). Here, up to three more times.
+fn again_on_timeout(mut call: impl FnMut() -> Result<(), Error>) -> Result<(), Error> {
+    let mut tries = 0;
+    loop {
+        match call() {
+            Err(Error::Timeout { .. }) if tries < 3 => tries += 1,
+            done => return done,
+        }
+    }
 }
 
 /// Moves every assigned partition back to its committed offset (its beginning when none is).
