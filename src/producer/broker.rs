@@ -161,10 +161,11 @@ impl Broker {
         let all = || rounds.iter().flatten();
         // A transaction on protocol v1 must not use Produce v12, which would have the broker add
         // the partition itself (protocol v2).
-        let cap = match self.shared.lock().txn.as_ref() {
-            Some(t) if !t.v2 => V1_PRODUCE,
-            _ => i16::MAX,
-        };
+        // Only a transactional producer has anything to look up (under the shared lock): the
+        // others keep the Produce path free of it.
+        let transactional = self.settings.config.transactional_id.is_some();
+        let v1 = transactional && self.shared.lock().txn.as_ref().is_some_and(|t| !t.v2);
+        let cap = if v1 { V1_PRODUCE } else { i16::MAX };
         let link = match self.connect() {
             Ok(link) => link,
             Err(e) => {

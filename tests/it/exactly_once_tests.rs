@@ -13,7 +13,7 @@ mod pipeline;
 use crate::support::process::Process;
 use crate::support::rng::{seed_from_env, Rng};
 use crate::support::{broker, create_topic, unique_name, LOAD_MARGIN};
-use kafka_group::{Client, IsolationLevel, OffsetReset, ProducerRecord};
+use kafka_group::{Client, IsolationLevel, ProducerRecord};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -127,31 +127,7 @@ fn kill_mid_transaction(mut p: Process) {
 /// Every value of the output a reader with `isolation` finds, once it has `expect` values
 /// and a poll brings nothing more (or the bound passed).
 fn read_output(client: &Client, topic: &str, isolation: IsolationLevel, expect: usize) -> Vec<String> {
-    let mut c = client
-        .consumer(&unique_name("eos-reader"))
-        .subscribe([topic])
-        .auto_offset_reset(OffsetReset::Earliest)
-        .isolation_level(isolation)
-        .enable_auto_commit(false)
-        .build()
-        .unwrap();
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60) + LOAD_MARGIN;
-    let mut quiet = false;
-    while Instant::now() < deadline {
-        let polled = c.poll(Duration::from_millis(1000)).unwrap();
-        if polled.records.is_empty() && out.len() >= expect {
-            if quiet {
-                break;
-            }
-            quiet = true;
-        }
-        for r in &polled.records {
-            out.push(String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned());
-        }
-    }
-    c.close().unwrap();
-    out
+    crate::transaction_tests::read_all(client, topic, isolation, expect)
 }
 
 /// Lost and duplicated input values in `read`.

@@ -31,7 +31,12 @@ fn transactional(client: &Client, id: &str) -> Producer {
 
 /// Every value of `topic` a consumer with `isolation` reads within a bound, until `expect`
 /// values came (or the bound passed).
-fn read_all(client: &Client, topic: &str, isolation: IsolationLevel, expect: usize) -> Vec<String> {
+pub(crate) fn read_all(
+    client: &Client,
+    topic: &str,
+    isolation: IsolationLevel,
+    expect: usize,
+) -> Vec<String> {
     let mut c = client
         .consumer(&unique_name("txn-reader"))
         .subscribe([topic])
@@ -41,7 +46,8 @@ fn read_all(client: &Client, topic: &str, isolation: IsolationLevel, expect: usi
         .build()
         .unwrap();
     let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20) + LOAD_MARGIN;
+    // Long enough for a pipeline's output to catch up after its members were killed.
+    let deadline = Instant::now() + Duration::from_secs(60) + LOAD_MARGIN;
     // Past `expect`, one more quiet poll shows nothing else is there.
     let mut quiet_after_expect = false;
     while Instant::now() < deadline {
