@@ -820,13 +820,19 @@ impl Error {
     pub(crate) fn is_transient(&self) -> bool {
         self.is_coordinator_transient()
             || matches!(self, Error::Kafka { code, .. } if code.is_retriable())
-            || matches!(
-                self,
-                Error::Timeout {
-                    which: Timeout::Queued,
-                    ..
-                }
-            )
+            || self.is_queued()
+    }
+
+    /// Whether the request never went out: another caller of the same client held the
+    /// connection until this call's deadline.
+    pub(crate) fn is_queued(&self) -> bool {
+        matches!(
+            self,
+            Error::Timeout {
+                which: Timeout::Queued,
+                ..
+            }
+        )
     }
 
     /// Whether no connection could be made at all: nothing listening, no route, a name that
@@ -959,6 +965,7 @@ mod tests {
             last: None,
         };
         assert!(e.is_transient());
+        assert!(e.is_queued());
         assert!(!e.breaks_connection());
         assert!(
             !e.is_coordinator_transient(),

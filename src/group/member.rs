@@ -1332,7 +1332,10 @@ impl GroupMember {
                     self.coordinator = Some(b);
                     self.conn = Some(conn);
                 }
-                Err(e) if e.is_coordinator_transient() => {
+                // A queued lookup never went out: another caller of the client held its
+                // connection until `deadline`. Nothing is wrong with the coordinator, and the
+                // next call looks again; an error would fail a poll over a neighbour's request.
+                Err(e) if e.is_coordinator_transient() || e.is_queued() => {
                     self.note_join_error(e, "finding the coordinator");
                     if since.elapsed() >= self.client.api_timeout() {
                         self.discovery_since = None;

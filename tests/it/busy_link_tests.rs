@@ -100,6 +100,46 @@ fn a_coordinator_lookup_behind_another_returns_at_its_own_deadline() {
 }
 
 #[test]
+fn a_poll_whose_coordinator_lookup_waits_behind_another_returns_no_error() {
+    // A poll that finds the client's connection held by a neighbour's lookup until its own
+    // deadline has nothing to report: the lookup never went out, and the next poll tries
+    // again. An error here would make an application treat a busy neighbour as a failure
+    // (and a member that has just lost its session would hand its `Lost` event out late).
+    let (p, client, topic) = proxied();
+    p.delay_api(ApiKey::FindCoordinator, HELD);
+    let seen = p.requests_seen(ApiKey::FindCoordinator);
+    let first = {
+        let mut m = member_builder(&client, &unique_name("busy-first"), &topic)
+            .build()
+            .unwrap();
+        std::thread::spawn(move || m.join(FIRST).map(|_| ()))
+    };
+    wait_for(
+        "the first lookup to reach the proxy",
+        Duration::from_secs(10),
+        || p.requests_seen(ApiKey::FindCoordinator) > seen,
+    );
+    let mut second = member_builder(&client, &unique_name("busy-second"), &topic)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let r = second.poll(SECOND);
+        assert!(
+            t.elapsed() < SECOND + LOAD_MARGIN,
+            "poll behind a lookup took {:?}, its bound {SECOND:?}: {r:?}",
+            t.elapsed()
+        );
+        assert!(r.unwrap().is_empty(), "nothing can have happened");
+    }
+    assert_eq!(second.state(), kafka_group::MemberState::Unjoined);
+    assert!(
+        first.join().unwrap().is_err(),
+        "the first lookup cannot have been answered"
+    );
+}
+
+#[test]
 fn a_metadata_request_behind_a_create_topics_returns_at_its_own_deadline() {
     let (p, client, _) = proxied();
     p.delay_api(ApiKey::CreateTopics, HELD);
