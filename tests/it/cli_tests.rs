@@ -7,8 +7,50 @@ use crate::support::{broker, unique_name, wait_for};
 use kafka_group::ProducerRecord;
 use serde_json::Value;
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The `kafka-group` binary. It belongs to the CLI crate, whose binaries this package's tests
+/// cannot name (`CARGO_BIN_EXE_*` covers a package's own), so it is built here once per run,
+/// into the target directory and profile of this test binary (`scripts/test` builds it first,
+/// which makes this a no-op there; `cargo test --test it -- cli_tests` alone works too).
+pub(crate) fn binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // target/<profile>/deps/it-<hash>
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary lives in target/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("target/<profile>");
+        let mut build = Command::new(env!("CARGO"));
+        build
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "kafka-group-cli",
+                "--bin",
+                "kafka-group",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("CARGO_TARGET_DIR", target_dir);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let status = build
+            .status()
+            .expect("running cargo to build the kafka-group binary");
+        assert!(
+            status.success(),
+            "cargo build -p kafka-group-cli failed: {status}"
+        );
+        profile_dir.join(format!("kafka-group{}", std::env::consts::EXE_SUFFIX))
+    })
+}
 
 pub(crate) struct Run {
     pub(crate) code: i32,
@@ -28,7 +70,7 @@ fn cli_stdin_closed(bootstrap: &str, args: &[&str]) -> Run {
 }
 
 fn cli_with_stdin(bootstrap: &str, args: &[&str], stdin: Stdio) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
+    let mut child = Command::new(binary())
         .arg("--bootstrap-server")
         .arg(bootstrap)
         .args(["--timeout", "20"])
@@ -369,7 +411,7 @@ fn join_duration_bounds_the_command_when_the_broker_goes_away() {
     let topic = topic_with_partitions(&client, 1);
     let group = unique_name("cli-gone");
     let (duration, timeout) = (8, 5);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
+    let mut child = Command::new(binary())
         .args(["--bootstrap-server", &proxy.bootstrap()])
         .args(["--timeout", &timeout.to_string()])
         .args(["join", &group, "--instance-id", "gone", "--topic", &topic])
@@ -531,7 +573,7 @@ fn a_consumer_protocol_group_is_described_with_its_epochs_and_members() {
 
 /// Runs the binary with exactly `args` (no added `--timeout`), standard input closed.
 fn cli_raw(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_kafka-group"))
+    let out = Command::new(binary())
         .args(args)
         .env_remove("KAFKA_BOOTSTRAP")
         .stdin(Stdio::null())

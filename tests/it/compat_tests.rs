@@ -563,7 +563,6 @@ fn compat_api_versions_are_the_release_table() {
     );
 }
 
-#[cfg(feature = "cli")]
 mod cli {
     use super::*;
     use crate::cli_tests::{cli, json};

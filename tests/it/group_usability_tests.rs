@@ -147,7 +147,6 @@ fn a_missing_topic_is_reported_then_assigned_once_created() {
 
 /// `remove-member` on a member whose process still runs: the member rejoins with a new member
 /// id, which `--wait` sees, exiting 5; without `--wait` the removal warns.
-#[cfg(feature = "cli")]
 #[test]
 fn remove_member_on_a_live_member_reports_it_came_back() {
     use crate::cli_tests::cli;

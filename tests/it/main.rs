@@ -5,9 +5,7 @@ mod admin_tests;
 mod authorization_tests;
 mod bounded_tests;
 mod busy_link_tests;
-// The binary exists only with the `cli` feature (on by default).
 mod chaos_tests;
-#[cfg(feature = "cli")]
 mod cli_tests;
 mod client_tests;
 mod compat_tests;

@@ -217,7 +217,6 @@ fn describe(
     }
 }
 
-#[cfg(feature = "cli")]
 fn cli_describe(what: &str, props: &[(&str, String)], bootstrap: &str, group: &str, dir: &Path) -> Described {
     use crate::cli_tests::{cli, json};
     let file = dir.join(format!("{}.properties", unique_name("client")));
@@ -252,12 +251,6 @@ fn cli_describe(what: &str, props: &[(&str, String)], bootstrap: &str, group: &s
             .map(|o| o["lag"].as_i64())
             .collect(),
     }
-}
-
-/// Without the binary the group is described through the library.
-#[cfg(not(feature = "cli"))]
-fn cli_describe(what: &str, _: &[(&str, String)], _: &str, _: &str, _: &Path) -> Described {
-    panic!("{what}: the CLI case needs the `cli` feature")
 }
 
 /// Over one listener and mechanism: admin creates a topic; three static members join; records

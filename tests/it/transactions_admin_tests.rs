@@ -239,7 +239,6 @@ fn transactions_admin_lists_describes_and_tells_open_from_hanging() {
     // not let a client leave a partition in that state.
 }
 
-#[cfg(feature = "cli")]
 #[test]
 fn transactions_admin_cli_lists_describes_and_finds_hanging() {
     use crate::cli_tests::cli;
@@ -372,10 +371,7 @@ fn transactions_admin_on_too_old_brokers_names_the_release() {
     };
     missing(admin.list_transactions(&by_duration).unwrap_err(), "3.8");
 
-    #[cfg(feature = "cli")]
-    {
-        let run = crate::cli_tests::cli(&old.bootstrap(), &["transactions", "list"]);
-        assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
-        assert!(run.stderr.contains("Kafka 3.0"), "{}", run.stderr);
-    }
+    let run = crate::cli_tests::cli(&old.bootstrap(), &["transactions", "list"]);
+    assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("Kafka 3.0"), "{}", run.stderr);
 }

@@ -235,8 +235,8 @@ fn print_event(json: bool, event: &GroupEvent) {
     }
 }
 
-fn text(b: Option<&bytes::Bytes>) -> Option<String> {
-    b.map(|b| String::from_utf8_lossy(b).into_owned())
+fn text(b: Option<&impl AsRef<[u8]>>) -> Option<String> {
+    b.map(|b| String::from_utf8_lossy(b.as_ref()).into_owned())
 }
 
 fn print_record(json: bool, r: &ConsumerRecord) {
