@@ -510,10 +510,16 @@ impl fmt::Display for Error {
             Error::UnknownBroker { id } => write!(f, "broker {id} is not in the cluster metadata"),
             Error::Unresolved { addr, source: Some(e) } => write!(f, "cannot resolve {addr}: {e}"),
             Error::Unresolved { addr, source: None } => write!(f, "{addr} resolved to no address"),
-            Error::UnknownProperty { property } => write!(
-                f,
-                "unknown configuration property `{property}`: not a setting this client knows"
-            ),
+            Error::UnknownProperty { property } => {
+                write!(
+                    f,
+                    "unknown configuration property `{property}`: not a setting this client knows"
+                )?;
+                match crate::properties::nearest(property) {
+                    Some(known) => write!(f, "; did you mean `{known}`?"),
+                    None => Ok(()),
+                }
+            }
             Error::NoBrokers => f.write_str("no broker known and no bootstrap address to send to"),
             Error::InvalidBrokerAddress { id, host, port } => {
                 write!(f, "broker {id} has an invalid address {host}:{port}")

@@ -89,6 +89,7 @@ mod group;
 mod names;
 mod net;
 mod producer;
+mod properties;
 mod protocol;
 mod records;
 mod retry;

@@ -34,7 +34,7 @@ pub fn apply(builder: ClientBuilder, path: &Path) -> Result<ClientBuilder, Failu
     let mut builder = builder;
     for (line, key, value) in parse(&text) {
         if CLIENT_KEYS.contains(&key.as_str()) {
-            builder = builder.property(&key, &value).map_err(|e| {
+            builder.property(&key, &value).map_err(|e| {
                 Failure::new(USAGE, format!("--command-config {}:{line}: {e}", path.display()))
             })?;
         } else {

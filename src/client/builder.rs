@@ -1,12 +1,13 @@
 //! [`ClientBuilder`]: one setter per Kafka property over a [`ClientConfig`], checked in
 //! [`build`](ClientBuilder::build) before any network call.
 
-use super::config::{jaas_credentials, ClientConfig};
+use super::config::ClientConfig;
 use super::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::net::sasl::{Mechanism, Secret};
 use crate::net::wire::{Dialer, Tcp};
 use crate::net::{EndpointIdentification, SecurityProtocol};
+use crate::properties::Setting;
 use crate::protocol::ApiKey;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -182,68 +183,58 @@ impl ClientBuilder {
         self
     }
 
-    /// Sets a client setting by its Kafka property name, as found in a `client.properties`
-    /// file: `bootstrap.servers`, `client.id`, `request.timeout.ms`,
+    /// Sets a setting by its Kafka property name, as found in a `client.properties` file, so
+    /// that one file configures the whole client: give each of its entries to this builder and
+    /// to the [member](crate::MemberBuilder::property),
+    /// [consumer](crate::ConsumerBuilder::property) or
+    /// [producer](crate::ProducerBuilder::property) builder, and each takes its own.
+    ///
+    /// This builder's: `bootstrap.servers`, `client.id`, `request.timeout.ms`,
     /// `socket.connection.setup.timeout.ms`, `default.api.timeout.ms`, `retry.backoff.ms`,
     /// `reconnect.backoff.ms`, `reconnect.backoff.max.ms`, `security.protocol`,
     /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`, `ssl.key.password`,
-    /// `sasl.mechanism`, `sasl.username`, `sasl.password`, `sasl.jaas.config`,
-    /// `ssl.endpoint.identification.algorithm` (`https`, or empty/`none`, as Java's empty
-    /// value means). An unknown name is an [`Error::UnknownProperty`] naming it, so that a typo
-    /// is not silently ignored; a value that does not parse is an [`Error::Config`] naming its
-    /// property.
-    pub fn property(self, key: &str, value: &str) -> Result<Self> {
-        let value = value.trim();
-        let ms = |property: &'static str| -> Result<Duration> {
-            value
-                .parse::<u64>()
-                .map(Duration::from_millis)
-                .map_err(|_| Error::Config {
-                    property,
-                    problem: format!("{value:?} is not a number of milliseconds"),
-                })
-        };
-        Ok(match key {
-            "bootstrap.servers" => self.bootstrap_servers(value),
-            "client.id" => self.client_id(value),
-            "request.timeout.ms" => self.request_timeout(ms("request.timeout.ms")?),
-            "socket.connection.setup.timeout.ms" => {
-                self.connect_timeout(ms("socket.connection.setup.timeout.ms")?)
-            }
-            "default.api.timeout.ms" => self.api_timeout(ms("default.api.timeout.ms")?),
-            "retry.backoff.ms" => self.retry_backoff(ms("retry.backoff.ms")?),
-            "reconnect.backoff.ms" => self.reconnect_backoff(ms("reconnect.backoff.ms")?),
-            "reconnect.backoff.max.ms" => self.reconnect_backoff_max(ms("reconnect.backoff.max.ms")?),
-            "security.protocol" => self.security_protocol(value.parse()?),
-            "ssl.ca.location" => self.ssl_ca_location(value),
-            "ssl.certificate.location" => self.ssl_certificate_location(value),
-            "ssl.key.location" => self.ssl_key_location(value),
-            "ssl.key.password" => self.ssl_key_password(value),
-            "sasl.mechanism" => self.sasl_mechanism(value),
-            "sasl.username" => self.sasl_username(value),
-            "sasl.password" => self.sasl_password(value),
-            "sasl.jaas.config" => {
-                let (username, password) = jaas_credentials(value)?;
+    /// `ssl.endpoint.identification.algorithm` (`https`, or empty/`none`, as Java's empty value
+    /// means), `sasl.mechanism`, `sasl.username`, `sasl.password`, `sasl.jaas.config`. A
+    /// consumer's or producer's property (`group.id`, `acks` …) and Java's serializer class
+    /// names are skipped here.
+    ///
+    /// A name no builder knows is an [`Error::UnknownProperty`](crate::Error::UnknownProperty)
+    /// naming it (and the nearest known name, for a typo); a value that does not parse is an
+    /// [`Error::Config`](crate::Error::Config) naming its property. Either way the builder is left as it was, so a caller can report the entry
+    /// and go on.
+    pub fn property(&mut self, key: &str, value: &str) -> Result<&mut Self> {
+        let setting = crate::properties::parse(key, value)?;
+        *self = std::mem::take(self).apply(key, setting);
+        Ok(self)
+    }
+
+    fn apply(self, key: &str, setting: Setting) -> Self {
+        match setting {
+            Setting::BootstrapServers(v) => self.bootstrap_servers(v),
+            Setting::ClientId(v) => self.client_id(v),
+            Setting::RequestTimeout(t) => self.request_timeout(t),
+            Setting::ConnectTimeout(t) => self.connect_timeout(t),
+            Setting::ApiTimeout(t) => self.api_timeout(t),
+            Setting::RetryBackoff(t) => self.retry_backoff(t),
+            Setting::ReconnectBackoff(t) => self.reconnect_backoff(t),
+            Setting::ReconnectBackoffMax(t) => self.reconnect_backoff_max(t),
+            Setting::SecurityProtocol(p) => self.security_protocol(p),
+            Setting::SslCaLocation(v) => self.ssl_ca_location(v),
+            Setting::SslCertificateLocation(v) => self.ssl_certificate_location(v),
+            Setting::SslKeyLocation(v) => self.ssl_key_location(v),
+            Setting::SslKeyPassword(v) => self.ssl_key_password(v),
+            Setting::SslEndpointIdentification(a) => self.ssl_endpoint_identification_algorithm(a),
+            Setting::SaslMechanism(v) => self.sasl_mechanism(v),
+            Setting::SaslUsername(v) => self.sasl_username(v),
+            Setting::SaslPassword(v) => self.sasl_password(v),
+            Setting::SaslJaasConfig { username, password } => {
                 self.sasl_username(username).sasl_password(password)
             }
-            "ssl.endpoint.identification.algorithm" => {
-                self.ssl_endpoint_identification_algorithm(match value.to_ascii_lowercase().as_str() {
-                    "https" => EndpointIdentification::Https,
-                    "" | "none" => EndpointIdentification::None,
-                    _ => {
-                        return Err(Error::Config {
-                            property: "ssl.endpoint.identification.algorithm",
-                            problem: format!("{value:?} is not https or none"),
-                        })
-                    }
-                })
-            }
             _ => {
-                return Err(Error::UnknownProperty {
-                    property: key.to_string(),
-                })
+                log::debug!("{key}: not a client setting; skipped by the client builder");
+                self
             }
-        })
+        }
     }
 
     /// Validates the configuration (without touching the network) and builds the client.
@@ -262,6 +253,7 @@ impl ClientBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn an_unknown_property_is_named_in_the_error() {
@@ -280,9 +272,22 @@ mod tests {
     }
 
     #[test]
+    fn a_java_properties_file_sets_the_client_settings_and_skips_the_others() {
+        let mut b = Client::builder();
+        for (k, v) in crate::properties::JAVA_FILE {
+            b.property(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        assert_eq!(b.config.bootstrap, "h:9092");
+        let e = b.property("bootstrap.server", "other:9092").unwrap_err();
+        assert!(e.to_string().contains("did you mean `bootstrap.servers`?"), "{e}");
+        assert_eq!(b.config.bootstrap, "h:9092", "left as it was");
+        b.build().unwrap();
+    }
+
+    #[test]
     fn properties_set_the_same_settings_as_the_setters() {
-        let b = Client::builder()
-            .property("bootstrap.servers", "h:9093")
+        let mut b = Client::builder();
+        b.property("bootstrap.servers", "h:9093")
             .unwrap()
             .property("request.timeout.ms", " 5000 ")
             .unwrap()
@@ -305,8 +310,8 @@ mod tests {
     #[test]
     fn sasl_settings_by_name_and_from_a_jaas_config() {
         let jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="al\"ice-secret";"#;
-        let b = Client::builder()
-            .property("bootstrap.servers", "h:9093")
+        let mut b = Client::builder();
+        b.property("bootstrap.servers", "h:9093")
             .unwrap()
             .property("security.protocol", "SASL_SSL")
             .unwrap()

@@ -167,7 +167,7 @@ impl SaslSettings {
 /// The username and password of a Java `sasl.jaas.config` for `PlainLoginModule` or
 /// `ScramLoginModule` (`… required username="u" password="p";`), as an operator's existing
 /// `client.properties` has them.
-pub(super) fn jaas_credentials(jaas: &str) -> Result<(String, Secret)> {
+pub(crate) fn jaas_credentials(jaas: &str) -> Result<(String, Secret)> {
     let err = |problem: String| Error::Config {
         property: "sasl.jaas.config",
         problem,

@@ -21,6 +21,7 @@ mod metadata;
 mod shared_link;
 
 pub use builder::ClientBuilder;
+pub(crate) use config::jaas_credentials;
 pub(crate) use metadata::{metadata_request, topic_denied};
 pub use metadata::{Broker, Metadata, PartitionMetadata, TopicMetadata};
 

@@ -35,6 +35,44 @@ impl ConsumerBuilder {
 
     member_setters!(config.member);
 
+    /// Sets a setting by its Kafka property name, as found in a `client.properties` file (see
+    /// [`ClientBuilder::property`](crate::ClientBuilder::property) for one file given to every
+    /// builder). This builder's: a group member's
+    /// ([`MemberBuilder::property`](crate::MemberBuilder::property); `group.id` gives a
+    /// consumer without a group one), and `auto.offset.reset`, `enable.auto.commit`,
+    /// `auto.commit.interval.ms`, `max.poll.records`, `fetch.min.bytes`, `fetch.max.bytes`,
+    /// `fetch.max.wait.ms`, `max.partition.fetch.bytes`, `isolation.level`,
+    /// `queued.max.messages.kbytes`; the client's and a producer's are skipped here. An unknown
+    /// name or a value that does not parse is an error naming it, and leaves the builder as it
+    /// was.
+    pub fn property(&mut self, key: &str, value: &str) -> Result<&mut Self> {
+        use crate::properties::Setting as S;
+        let setting = crate::properties::parse(key, value)?;
+        let mut builder = self.clone();
+        if matches!(setting, S::GroupId(_)) {
+            builder.config.has_group = true;
+        }
+        let (builder, rest) = builder.apply_member_setting(setting);
+        *self = match rest {
+            None => builder,
+            Some(S::AutoOffsetReset(r)) => builder.auto_offset_reset(r),
+            Some(S::EnableAutoCommit(on)) => builder.enable_auto_commit(on),
+            Some(S::AutoCommitInterval(t)) => builder.auto_commit_interval(t),
+            Some(S::MaxPollRecords(n)) => builder.max_poll_records(n),
+            Some(S::FetchMinBytes(n)) => builder.fetch_min_bytes(n),
+            Some(S::FetchMaxBytes(n)) => builder.fetch_max_bytes(n),
+            Some(S::FetchMaxWait(t)) => builder.fetch_max_wait(t),
+            Some(S::MaxPartitionFetchBytes(n)) => builder.max_partition_fetch_bytes(n),
+            Some(S::IsolationLevel(l)) => builder.isolation_level(l),
+            Some(S::QueuedMaxMessagesKbytes(n)) => builder.queued_max_messages_kbytes(n),
+            Some(_) => {
+                log::debug!("{key}: not a consumer setting; skipped by the consumer builder");
+                builder
+            }
+        };
+        Ok(self)
+    }
+
     /// Consumes exactly `partitions`, chosen by the application, instead of subscribing (Java
     /// `assign`, rdkafka `assign`): no group membership, no JoinGroup, no heartbeats, no
     /// rebalances. With a group (from [`Client::consumer`]) commits and committed offsets go to
@@ -200,6 +238,50 @@ mod tests {
             .retry_backoff(Duration::from_millis(7))
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn a_properties_file_configures_a_consumer() {
+        let c = client();
+        let mut b = c.consumer_without_group();
+        for (k, v) in crate::properties::JAVA_FILE {
+            b.property(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        let cfg = &b.config;
+        assert!(cfg.has_group, "group.id gives the consumer its group");
+        assert_eq!(cfg.member.group_id, "billing");
+        assert_eq!(cfg.member.group_instance_id.as_deref(), Some("billing-1"));
+        assert_eq!(cfg.member.session_timeout, Duration::from_secs(10));
+        assert_eq!(cfg.member.assignors[0].name(), "cooperative-sticky");
+        assert_eq!(cfg.auto_offset_reset, OffsetReset::Earliest);
+        assert!(!cfg.enable_auto_commit);
+        assert_eq!(cfg.max_poll_records, 50);
+        assert_eq!(cfg.isolation_level, IsolationLevel::ReadCommitted);
+        b.subscribe(["t"]).build().unwrap();
+    }
+
+    #[test]
+    fn a_properties_file_configures_a_member() {
+        let c = client();
+        let mut b = c.member("g");
+        for (k, v) in crate::properties::JAVA_FILE {
+            b.property(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        let m = b.clone().subscribe(["t"]).build().unwrap();
+        assert_eq!(m.group_id(), "billing");
+    }
+
+    #[test]
+    fn a_bad_property_is_an_error_naming_it_and_leaves_the_builder_as_it_was() {
+        let c = client();
+        let mut b = c.consumer("g");
+        b.property("max.poll.records", "7").unwrap();
+        let e = b.property("max.poll.records", "many").unwrap_err();
+        assert!(e.to_string().contains("max.poll.records"), "{e}");
+        let e = b.property("auto.offset.rest", "earliest").unwrap_err();
+        assert!(e.to_string().contains("did you mean `auto.offset.reset`?"), "{e}");
+        assert_eq!(b.config.max_poll_records, 7);
+        assert_eq!(b.config.auto_offset_reset, OffsetReset::Latest);
     }
 
     #[test]

@@ -22,6 +22,24 @@ pub enum OffsetReset {
     Error,
 }
 
+impl std::str::FromStr for OffsetReset {
+    type Err = Error;
+
+    /// Parses Kafka's values (`auto.offset.reset`), case-insensitively: `earliest`, `latest`,
+    /// `none`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "earliest" => Ok(OffsetReset::Earliest),
+            "latest" => Ok(OffsetReset::Latest),
+            "none" => Ok(OffsetReset::Error),
+            _ => Err(Error::Config {
+                property: "auto.offset.reset",
+                problem: format!("{s:?} is not one of earliest, latest, none"),
+            }),
+        }
+    }
+}
+
 impl OffsetReset {
     /// The ListOffsets timestamp that asks for this position (-2 earliest, -1 latest).
     pub(crate) fn timestamp(self) -> Option<i64> {
@@ -60,6 +78,23 @@ pub enum IsolationLevel {
     ///   partition the position reaches the partition's end offset and a commit of positions
     ///   does not leave the marker to be fetched again.
     ReadCommitted,
+}
+
+impl std::str::FromStr for IsolationLevel {
+    type Err = Error;
+
+    /// Parses Kafka's values (`isolation.level`), case-insensitively: `read_uncommitted`,
+    /// `read_committed`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
+            "read_committed" => Ok(IsolationLevel::ReadCommitted),
+            _ => Err(Error::Config {
+                property: "isolation.level",
+                problem: format!("{s:?} is not one of read_uncommitted, read_committed"),
+            }),
+        }
+    }
 }
 
 impl IsolationLevel {

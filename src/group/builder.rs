@@ -174,6 +174,32 @@ macro_rules! member_setters {
             self.$($path).+.missing_topic_policy = p;
             self
         }
+
+        /// Applies `setting` if it is a group member's; gives it back otherwise.
+        fn apply_member_setting(
+            mut self,
+            setting: crate::properties::Setting,
+        ) -> (Self, Option<crate::properties::Setting>) {
+            use crate::properties::Setting as S;
+            self = match setting {
+                S::GroupId(id) => {
+                    self.$($path).+.group_id = id;
+                    self
+                }
+                S::GroupInstanceId(id) => self.group_instance_id(id),
+                S::SessionTimeout(t) => self.session_timeout(t),
+                S::HeartbeatInterval(t) => self.heartbeat_interval(t),
+                S::MaxPollInterval(t) => self.max_poll_interval(t),
+                S::RetryBackoff(t) => self.retry_backoff(t),
+                S::MetadataMaxAge(t) => self.metadata_max_age(t),
+                S::Assignors(a) => self.assignors(a),
+                S::ClientRack(rack) => self.client_rack(rack),
+                S::GroupProtocol(p) => self.group_protocol(p),
+                S::GroupRemoteAssignor(name) => self.group_remote_assignor(name),
+                other => return (self, Some(other)),
+            };
+            (self, None)
+        }
     };
 }
 pub(crate) use member_setters;
@@ -193,6 +219,25 @@ impl MemberBuilder {
     }
 
     member_setters!(config);
+
+    /// Sets a setting by its Kafka property name, as found in a `client.properties` file (see
+    /// [`ClientBuilder::property`](crate::ClientBuilder::property) for one file given to every
+    /// builder). This builder's: `group.id`, `group.instance.id`, `session.timeout.ms`,
+    /// `heartbeat.interval.ms`, `max.poll.interval.ms`, `retry.backoff.ms`,
+    /// `metadata.max.age.ms`, `partition.assignment.strategy` (`range`, `roundrobin`,
+    /// `sticky`, `cooperative-sticky` or their Java class names, comma-separated), `client.rack`,
+    /// `group.protocol`, `group.remote.assignor`; the client's, a consumer's fetch settings and
+    /// a producer's are skipped here. An unknown name or a value that does not parse is an
+    /// error naming it, and leaves the builder as it was.
+    pub fn property(&mut self, key: &str, value: &str) -> Result<&mut Self> {
+        let setting = crate::properties::parse(key, value)?;
+        let (builder, rest) = self.clone().apply_member_setting(setting);
+        if rest.is_some() {
+            log::debug!("{key}: not a group member's setting; skipped by the member builder");
+        }
+        *self = builder;
+        Ok(self)
+    }
 
     /// Validates the configuration and starts the member's heartbeat thread (idle until the
     /// first join). No network call is made.

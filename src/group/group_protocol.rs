@@ -15,6 +15,22 @@ pub enum GroupProtocol {
     Consumer,
 }
 
+impl std::str::FromStr for GroupProtocol {
+    type Err = crate::Error;
+
+    /// Parses Kafka's values (`group.protocol`), case-insensitively: `classic`, `consumer`.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "classic" => Ok(GroupProtocol::Classic),
+            "consumer" => Ok(GroupProtocol::Consumer),
+            _ => Err(crate::Error::Config {
+                property: "group.protocol",
+                problem: format!("{s:?} is not one of classic, consumer"),
+            }),
+        }
+    }
+}
+
 impl fmt::Display for GroupProtocol {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

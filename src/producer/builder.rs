@@ -27,6 +27,43 @@ impl ProducerBuilder {
         }
     }
 
+    /// Sets a setting by its Kafka property name, as found in a `client.properties` file (see
+    /// [`ClientBuilder::property`](crate::ClientBuilder::property) for one file given to every
+    /// builder). This builder's: `acks`, `compression.type`, `linger.ms`, `batch.size`,
+    /// `retries`, `delivery.timeout.ms`, `retry.backoff.ms`, `max.request.size`,
+    /// `max.block.ms`, `metadata.max.age.ms`, `buffer.memory`,
+    /// `max.in.flight.requests.per.connection`, `enable.idempotence`, `transactional.id`,
+    /// `transaction.timeout.ms`; the client's and a consumer's are skipped here. An unknown
+    /// name or a value that does not parse is an error naming it, and leaves the builder as it
+    /// was.
+    pub fn property(&mut self, key: &str, value: &str) -> Result<&mut Self> {
+        use crate::properties::Setting as S;
+        let setting = crate::properties::parse(key, value)?;
+        let builder = self.clone();
+        *self = match setting {
+            S::Acks(a) => builder.acks(a),
+            S::Compression(c) => builder.compression(c),
+            S::Linger(t) => builder.linger(t),
+            S::BatchSize(n) => builder.batch_size(n),
+            S::Retries(n) => builder.retries(n),
+            S::DeliveryTimeout(t) => builder.delivery_timeout(t),
+            S::RetryBackoff(t) => builder.retry_backoff(t),
+            S::MaxRequestSize(n) => builder.max_request_size(n),
+            S::MaxBlock(t) => builder.max_block(t),
+            S::MetadataMaxAge(t) => builder.metadata_max_age(t),
+            S::BufferMemory(n) => builder.buffer_memory(n),
+            S::MaxInFlight(n) => builder.max_in_flight_requests_per_connection(n),
+            S::EnableIdempotence(on) => builder.enable_idempotence(on),
+            S::TransactionalId(id) => builder.transactional_id(id),
+            S::TransactionTimeout(t) => builder.transaction_timeout(t),
+            _ => {
+                log::debug!("{key}: not a producer setting; skipped by the producer builder");
+                builder
+            }
+        };
+        Ok(self)
+    }
+
     /// `acks`: how many replicas must have a batch before the broker acknowledges it.
     /// Default: [`Acks::All`].
     pub fn acks(mut self, acks: Acks) -> Self {
@@ -211,5 +248,38 @@ impl ProducerBuilder {
             config: self.config,
         };
         Producer::start(self.client, settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::properties::JAVA_FILE;
+
+    fn client() -> Client {
+        Client::builder()
+            .bootstrap_servers("localhost:1")
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_properties_file_configures_a_producer() {
+        let c = client();
+        let mut b = c.producer();
+        for (k, v) in JAVA_FILE {
+            b.property(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        assert_eq!(b.config.acks, Acks::All);
+        assert_eq!(b.config.linger, Duration::from_millis(20));
+        assert_eq!(b.config.compression, Compression::Lz4);
+        assert_eq!(b.config.enable_idempotence, Some(true));
+        let mut b2 = b.clone();
+        b2.property("transactional.id", "billing-1").unwrap();
+        assert_eq!(b2.config.transactional_id.as_deref(), Some("billing-1"));
+        let e = b2.property("acks", "2").unwrap_err();
+        assert!(e.to_string().contains("acks"), "{e}");
+        assert_eq!(b2.config.acks, Acks::All, "left as it was");
+        b.build().unwrap().close().unwrap();
     }
 }

@@ -25,6 +25,23 @@ pub enum Acks {
     None,
 }
 
+impl std::str::FromStr for Acks {
+    type Err = crate::Error;
+
+    /// Parses Kafka's values: `all` or `-1`, `1`, `0`.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "all" | "-1" => Ok(Acks::All),
+            "1" => Ok(Acks::Leader),
+            "0" => Ok(Acks::None),
+            _ => Err(crate::Error::Config {
+                property: "acks",
+                problem: format!("{s:?} is not one of all, -1, 1, 0"),
+            }),
+        }
+    }
+}
+
 impl Acks {
     /// The value sent in ProduceRequest's `acks`.
     pub fn code(self) -> i16 {

@@ -65,6 +65,26 @@ pub enum Compression {
     Zstd,
 }
 
+impl std::str::FromStr for Compression {
+    type Err = crate::Error;
+
+    /// Parses Kafka's names (`compression.type`), case-insensitively: `none`, `gzip`,
+    /// `snappy`, `lz4`, `zstd`.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Ok(Compression::None),
+            "gzip" => Ok(Compression::Gzip),
+            "snappy" => Ok(Compression::Snappy),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(crate::Error::Config {
+                property: "compression.type",
+                problem: format!("{s:?} is not one of none, gzip, snappy, lz4, zstd"),
+            }),
+        }
+    }
+}
+
 impl Compression {
     /// The attribute bits Kafka uses for it.
     pub fn code(self) -> i8 {

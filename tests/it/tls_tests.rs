@@ -268,11 +268,11 @@ fn an_encrypted_client_key_opens_with_its_password_on_a_real_mtls_listener() {
             .ssl_certificate_location(&b.tls.client_cert)
             .ssl_key_location(key)
     };
-    let client = mtls(&b.tls.client_key_encrypted)
+    let mut builder = mtls(&b.tls.client_key_encrypted);
+    builder
         .property("ssl.key.password", Tls::CLIENT_KEY_PASSWORD)
-        .unwrap()
-        .build()
         .unwrap();
+    let client = builder.build().unwrap();
     client.refresh_metadata(None).unwrap();
 
     let config_error = |builder: ClientBuilder| -> String {
