@@ -163,22 +163,19 @@ impl ClientBuilder {
         self
     }
 
-    /// `sasl.mechanism` by name: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`, with
-    /// [`sasl_username`](Self::sasl_username) and [`sasl_password`](Self::sasl_password).
-    /// Default: none (Kafka's default, GSSAPI, is not supported).
-    pub fn sasl_mechanism(mut self, name: impl Into<String>) -> Self {
+    // `sasl.mechanism`, `sasl.username` and `sasl.password` by name, from `property`: one public
+    // setter per property, `sasl`, whose `Mechanism` carries the credentials.
+    fn sasl_mechanism(mut self, name: impl Into<String>) -> Self {
         self.config.sasl.name = Some(name.into());
         self
     }
 
-    /// `sasl.username`. Default: none.
-    pub fn sasl_username(mut self, username: impl Into<String>) -> Self {
+    fn sasl_username(mut self, username: impl Into<String>) -> Self {
         self.config.sasl.username = Some(username.into());
         self
     }
 
-    /// `sasl.password`; never printed by `Debug` or in errors. Default: none.
-    pub fn sasl_password(mut self, password: impl Into<Secret>) -> Self {
+    fn sasl_password(mut self, password: impl Into<Secret>) -> Self {
         self.config.sasl.password = Some(password.into());
         self
     }

@@ -19,6 +19,18 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// SASL set by property name (`sasl.mechanism`, `sasl.username`, `sasl.password`), as a
+/// properties file sets it.
+fn by_name(mut b: ClientBuilder, mechanism: &str, username: &str, password: &str) -> ClientBuilder {
+    b.property("sasl.mechanism", mechanism)
+        .unwrap()
+        .property("sasl.username", username)
+        .unwrap()
+        .property("sasl.password", password)
+        .unwrap();
+    b
+}
+
 fn builder(addr: SocketAddr, protocol: SecurityProtocol, b: &SecureBroker) -> ClientBuilder {
     Client::builder()
         .bootstrap_servers(format!("localhost:{}", addr.port()))
@@ -396,10 +408,12 @@ fn each_secure_listener_carries_a_static_group(b: &SecureBroker) {
         (
             "SASL_SSL PLAIN",
             b.sasl_ssl,
-            builder(b.sasl_ssl, SecurityProtocol::SaslSsl, b)
-                .sasl_mechanism("PLAIN")
-                .sasl_username(secure::ADMIN.name)
-                .sasl_password(secure::ADMIN.password),
+            by_name(
+                builder(b.sasl_ssl, SecurityProtocol::SaslSsl, b),
+                "PLAIN",
+                secure::ADMIN.name,
+                secure::ADMIN.password,
+            ),
             Describe::Cli(with(tls("SASL_SSL"), &user("PLAIN"))),
         ),
         (
@@ -506,12 +520,12 @@ fn the_errors_a_user_meets_are_produced_for_real() {
     );
     assert!(matches!(e, Error::Authentication { .. }), "{e:?}");
     // A mechanism the listener does not enable (SASL_PLAINTEXT has SCRAM only).
-    let e = quick(
-        builder(b.sasl_plaintext, SecurityProtocol::SaslPlaintext, b)
-            .sasl_mechanism("PLAIN")
-            .sasl_username(ALICE.name)
-            .sasl_password(ALICE.password),
-    );
+    let e = quick(by_name(
+        builder(b.sasl_plaintext, SecurityProtocol::SaslPlaintext, b),
+        "PLAIN",
+        ALICE.name,
+        ALICE.password,
+    ));
     assert!(matches!(e, Error::UnsupportedMechanism { .. }), "{e:?}");
     assert!(e.to_string().contains("SCRAM-SHA-512"), "{e}");
     // Certificates: untrusted (no CA given: the system store does not know the test CA),
