@@ -239,8 +239,9 @@ impl MemberBuilder {
         Ok(self)
     }
 
-    /// Validates the configuration and starts the member's heartbeat thread (idle until the
-    /// first join). No network call is made.
+    /// Validates the configuration and builds the member. No network call is made and no
+    /// thread started: the heartbeat thread of the member's group protocol starts with its
+    /// first join.
     pub fn build(self) -> Result<GroupMember> {
         self.config.validate()?;
         GroupMember::new(self.client, self.config)

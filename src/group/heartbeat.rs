@@ -230,11 +230,34 @@ pub(crate) struct HeartbeatHandle {
     stop: Arc<Stop>,
     /// Disconnected when the thread has ended (its sender is dropped on exit).
     done: Receiver<()>,
-    thread: Option<JoinHandle<()>>,
+    thread: Thread,
+}
+
+/// The heartbeat thread starts with the first generation it is told to heartbeat: a member
+/// that never joins with the classic protocol (a `group.protocol=consumer` member, whose own
+/// thread heartbeats) never runs it.
+enum Thread {
+    NotStarted {
+        worker: Box<Worker>,
+        done: crossbeam_channel::Sender<()>,
+    },
+    Running(JoinHandle<()>),
+    Ended,
+}
+
+impl std::fmt::Debug for Thread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Thread::NotStarted { .. } => "NotStarted",
+            Thread::Running(_) => "Running",
+            Thread::Ended => "Ended",
+        })
+    }
 }
 
 impl HeartbeatHandle {
-    pub(crate) fn spawn(
+    /// A handle whose thread starts at the first [`Command::Start`].
+    pub(crate) fn new(
         client: Client,
         group: String,
         interval: Duration,
@@ -242,7 +265,7 @@ impl HeartbeatHandle {
         retry_backoff: Duration,
         metrics: Arc<Metrics>,
         poll: (Arc<PollClock>, PollTimer),
-    ) -> std::io::Result<HeartbeatHandle> {
+    ) -> HeartbeatHandle {
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
@@ -250,7 +273,7 @@ impl HeartbeatHandle {
         let worker = Worker {
             stop: stop.clone(),
             client,
-            group: group.clone(),
+            group,
             interval,
             session_timeout,
             retry_backoff,
@@ -263,27 +286,45 @@ impl HeartbeatHandle {
             parked: None,
             frozen: false,
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("kafka-hb-{group}"))
-            // Heartbeating needs little stack; a small one keeps many members per process cheap.
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let _done = done_tx;
-                worker.run()
-            })?;
-        Ok(HeartbeatHandle {
+        HeartbeatHandle {
             commands: cmd_tx,
             events: ev_rx,
             stop,
             done: done_rx,
-            thread: Some(thread),
-        })
+            thread: Thread::NotStarted {
+                worker: Box::new(worker),
+                done: done_tx,
+            },
+        }
     }
 
     pub(crate) fn send(&self, c: Command) {
         // The thread only exits on Shutdown, so a send error means it is already gone; there
-        // is nothing left to tell.
+        // is nothing left to tell. Commands sent before it starts wait in the channel.
         let _ = self.commands.send(c);
+    }
+
+    /// Starts the thread unless it runs already: before the first classic join.
+    pub(crate) fn start(&mut self) -> std::io::Result<()> {
+        let (worker, done) = match std::mem::replace(&mut self.thread, Thread::Ended) {
+            Thread::NotStarted { worker, done } => (worker, done),
+            Thread::Running(t) => {
+                self.thread = Thread::Running(t);
+                return Ok(());
+            }
+            // A failed start (its worker went with it) or a shut-down member.
+            Thread::Ended => return Err(std::io::Error::other("the heartbeat thread has ended")),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("kafka-hb-{}", worker.group))
+            // Heartbeating needs little stack; a small one keeps many members per process cheap.
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let _done = done;
+                worker.run()
+            })?;
+        self.thread = Thread::Running(thread);
+        Ok(())
     }
 
     /// Stops the thread and waits for it, at most `bound`. A heartbeat in flight is cut off by
@@ -294,8 +335,10 @@ impl HeartbeatHandle {
     /// else, so it returns at once whatever the network does.
     pub(crate) fn shutdown(&mut self, bound: Duration) {
         let uninterruptible = self.stop.request();
-        self.send(Command::Shutdown);
-        let Some(t) = self.thread.take() else { return };
+        let _ = self.commands.send(Command::Shutdown);
+        let Thread::Running(t) = std::mem::replace(&mut self.thread, Thread::Ended) else {
+            return;
+        };
         if uninterruptible {
             log::debug!("heartbeat thread is connecting; not waiting for it to stop");
             return;

@@ -288,12 +288,12 @@ pub(crate) fn lookup_deadline(deadline: Instant) -> Instant {
 }
 
 impl GroupMember {
-    /// A member with a validated `config`: starts its heartbeat thread (idle until the first
-    /// join), makes no network call.
+    /// A member with a validated `config`; makes no network call and starts no thread (the
+    /// heartbeat thread of its protocol starts with its first join).
     pub(super) fn new(client: Client, config: MemberConfig) -> Result<GroupMember> {
         let metrics = Arc::new(Metrics::default());
         let poll_clock = PollClock::new();
-        let heartbeat = HeartbeatHandle::spawn(
+        let heartbeat = HeartbeatHandle::new(
             client.clone(),
             config.group_id.clone(),
             config.heartbeat_interval,
@@ -301,11 +301,7 @@ impl GroupMember {
             config.retry_backoff(&client),
             metrics.clone(),
             (poll_clock.clone(), PollTimer::new(config.max_poll_interval)),
-        )
-        .map_err(|source| Error::Io {
-            addr: "heartbeat thread".into(),
-            source,
-        })?;
+        );
         // The consumer protocol is incremental whatever the (unused) client-side assignors say;
         // a fallback to classic takes theirs.
         let protocol = match config.group_protocol {
@@ -621,6 +617,11 @@ impl GroupMember {
                     if self.conn.is_none() {
                         return Ok(false);
                     }
+                    // The classic heartbeat thread runs from the first classic join on.
+                    self.heartbeat.start().map_err(|source| Error::Io {
+                        addr: "heartbeat thread".into(),
+                        source,
+                    })?;
                     self.heartbeat.send(Command::Pause);
                     self.transition(Transition::JoinSent);
                     let started = *self.join_started.get_or_insert_with(Instant::now);

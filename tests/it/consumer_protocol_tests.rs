@@ -152,6 +152,53 @@ fn poll_for(members: &mut [&mut GroupMember], d: Duration) -> Vec<Vec<GroupEvent
     })
 }
 
+/// The names of this process's threads that start with `prefix` (Linux keeps the first 15
+/// bytes of a thread's name).
+fn threads_named(prefix: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        if let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) {
+            if comm.trim_end().starts_with(prefix) {
+                names.push(comm.trim_end().to_string());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn a_consumer_protocol_member_runs_one_heartbeat_thread() {
+    let c = client(broker::consumer_protocol().bootstrap());
+    let topic = create_topic(&c, "cp-threads", 2, 1);
+    // Thread names keep 15 bytes: `kafka-hb-` and `kafka-cghb-` plus the group's start, which
+    // no other test's group shares (a digit could: group_tests names one `thr<pid>`).
+    let group = unique_name("onehb");
+    let mut m = member(&c, &group, &topic, Some("worker"));
+    poll_until(&mut [&mut m], Duration::from_secs(30), "assigned", |ms| {
+        owned(ms[0]).len() == 2
+    });
+    assert_eq!(
+        threads_named("kafka-cghb-oneh").len(),
+        1,
+        "the consumer protocol's own"
+    );
+    assert_eq!(
+        threads_named("kafka-hb-onehb-"),
+        Vec::<String>::new(),
+        "no classic heartbeat thread beside it"
+    );
+    m.close().unwrap();
+    // A classic member of the same name runs the classic one, once it has joined.
+    let mut classic = c.member(&group).subscribe([topic.as_str()]).build().unwrap();
+    assert!(
+        threads_named("kafka-hb-onehb-").is_empty(),
+        "none before the first join"
+    );
+    classic.join(Duration::from_secs(30)).unwrap();
+    assert_eq!(threads_named("kafka-hb-onehb-").len(), 1);
+    classic.close().unwrap();
+}
+
 #[test]
 fn a_restart_beyond_the_session_timeout_moves_the_partitions_and_back() {
     let c = client(broker::consumer_protocol().bootstrap());
