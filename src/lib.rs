@@ -86,6 +86,7 @@ mod consumer;
 mod deadline;
 mod error;
 mod group;
+pub mod guide;
 mod names;
 mod net;
 mod producer;
