@@ -25,6 +25,19 @@
 //! benchmarks and is not covered by semver: the generated protocol messages and their codecs,
 //! record batches, raw connections and requests.
 //!
+//! ## The guide
+//!
+//! [`guide`] has a page per topic: [consuming](guide::consuming),
+//! [static membership](guide::static_membership), [rebalancing](guide::rebalancing),
+//! [the consumer group protocol (KIP-848)](guide::kip848), [producing](guide::producing),
+//! [exactly once](guide::exactly_once), [security](guide::security),
+//! [configuration](guide::configuration), [errors](guide::errors) and
+//! [compatibility](guide::compatibility).
+//!
+//! The crate logs through the `log` crate and prints nothing itself; install a logger (e.g.
+//! `env_logger` at `warn`) to see what no call can return, such as a wrong port retried in the
+//! background.
+//!
 //! ```no_run
 //! use kafka_group::Client;
 //! use std::time::Duration;
@@ -86,6 +99,7 @@ mod consumer;
 mod deadline;
 mod error;
 mod group;
+pub mod guide;
 mod names;
 mod net;
 mod producer;

@@ -137,7 +137,7 @@ impl ClientBuilder {
     /// Trusts the root certificates compiled into the crate (no Kafka property; Mozilla's, from
     /// `webpki-roots`, Cargo feature `bundled-roots`) instead of the system's trust store, for machines that
     /// have none (a scratch container). `ssl.ca.location`, when set, still takes precedence.
-    /// Without the feature, `build()` returns [`Error::Config`]. Default: `false`, the system's
+    /// Without the feature, `build()` returns [`Error::Config`](crate::Error::Config). Default: `false`, the system's
     /// store.
     pub fn ssl_ca_bundled(mut self, bundled: bool) -> Self {
         self.config.tls.bundled_roots = bundled;

@@ -139,8 +139,8 @@ pub enum GroupEvent {
 /// sends the leave heartbeat with epoch `-2` (the coordinator keeps its partitions for the
 /// session timeout) and [`leave_group`](Self::leave_group) epoch `-1`; and a second process
 /// with the same `group.instance.id` is the one refused
-/// ([`Error::InstanceInUse`](crate::Error::InstanceInUse)), not the running one. The README's
-/// "The consumer group protocol" section compares the two.
+/// ([`Error::InstanceInUse`](crate::Error::InstanceInUse)), not the running one. The guide's
+/// [KIP-848 page](crate::guide::kip848) compares the two.
 ///
 /// **Polling on time.** The heartbeat thread keeps the session alive whatever the application
 /// does, so `max.poll.interval.ms` is held against the application's calls to

@@ -88,7 +88,7 @@ impl ProducerBuilder {
 
     /// `batch.size`: bytes (uncompressed, estimated) per partition batch; a full batch is sent
     /// at once. 0 sends every record on its own. Default: 262144 (256 KiB; Java's is 16 KiB,
-    /// librdkafka's and franz-go's about 1 MB): measured against those clients (README,
+    /// librdkafka's and franz-go's about 1 MB): measured against those clients (BENCHMARKS.md,
     /// "Comparing with librdkafka, franz-go and Java"), 16 KiB batches cost about half the
     /// throughput of 256 KiB ones at 100-byte records, and a batch takes memory only as
     /// records fill it, so a partition written slowly costs no more. `linger.ms`, not this,

@@ -49,8 +49,8 @@ impl Default for ProducerConfig {
         ProducerConfig {
             acks: Acks::All,
             compression: Compression::None,
-            // Kafka 4.0's default (KIP-1030), which measurement here agrees with: see the
-            // README's producer section.
+            // Kafka 4.0's default (KIP-1030), which measurement here agrees with: see
+            // BENCHMARKS.md.
             linger: Duration::from_millis(5),
             // Above Java's 16 KiB, by measurement: see ProducerBuilder::batch_size.
             batch_size: 256 * 1024,

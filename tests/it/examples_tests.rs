@@ -1,6 +1,7 @@
-//! The README's two application examples, run against the shared broker with the same code
-//! their `cargo run --example` programs run: the batch job (examples/batch_job) and the
-//! threaded server of static members (examples/static_server).
+//! The guide's two application examples, run against the shared broker with the same code
+//! their `cargo run --example` programs run: the batch job (examples/batch_job, on the
+//! consuming page) and the threaded server of static members (examples/static_server, on the
+//! static membership page).
 
 #[path = "../../examples/batch_job/job.rs"]
 mod job;
