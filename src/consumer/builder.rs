@@ -116,14 +116,14 @@ impl ConsumerBuilder {
 
     /// `fetch.min.bytes`: the broker holds a fetch until this much data is there (or
     /// `fetch.max.wait.ms` passes); not negative. Default: 1.
-    pub fn fetch_min_bytes(mut self, bytes: i32) -> Self {
+    pub fn fetch_min_bytes(mut self, bytes: usize) -> Self {
         self.config.fetch_min_bytes = bytes;
         self
     }
 
     /// `fetch.max.bytes`: most data one fetch returns (Fetch v3+; a first batch larger than
     /// this is still returned, so the consumer makes progress); above zero. Default: 50 MiB.
-    pub fn fetch_max_bytes(mut self, bytes: i32) -> Self {
+    pub fn fetch_max_bytes(mut self, bytes: usize) -> Self {
         self.config.fetch_max_bytes = bytes;
         self
     }
@@ -136,7 +136,7 @@ impl ConsumerBuilder {
     }
 
     /// `max.partition.fetch.bytes`: most data per partition per fetch; above zero. Default: 1 MiB.
-    pub fn max_partition_fetch_bytes(mut self, bytes: i32) -> Self {
+    pub fn max_partition_fetch_bytes(mut self, bytes: usize) -> Self {
         self.config.max_partition_fetch_bytes = bytes;
         self
     }
@@ -162,7 +162,7 @@ impl ConsumerBuilder {
     /// `fetch.max.bytes` per fetch in flight, one fetch per broker, each partition fetched
     /// only once drained) because it bounds the whole buffer by one number whatever the
     /// number of partitions and leaders, which is what a memory budget needs.
-    pub fn queued_max_messages_kbytes(mut self, kbytes: i32) -> Self {
+    pub fn queued_max_messages_kbytes(mut self, kbytes: usize) -> Self {
         self.config.queued_max_messages_kbytes = kbytes;
         self
     }

@@ -108,9 +108,9 @@ impl IsolationLevel {
 }
 
 /// librdkafka's default for `queued.max.messages.kbytes`: 64 MiB.
-pub(crate) const DEFAULT_QUEUED_MAX_KBYTES: i32 = 65_536;
+pub(crate) const DEFAULT_QUEUED_MAX_KBYTES: usize = 65_536;
 /// librdkafka's upper bound for `queued.max.messages.kbytes` (about 2 GiB).
-const MAX_QUEUED_MAX_KBYTES: i32 = 2_097_151;
+const MAX_QUEUED_MAX_KBYTES: usize = 2_097_151;
 
 /// A consumer's settings; see [`ConsumerBuilder`](super::ConsumerBuilder) for each one's Kafka
 /// property and default.
@@ -122,13 +122,13 @@ pub(crate) struct ConsumerConfig {
     pub enable_auto_commit: bool,
     pub auto_commit_interval: Duration,
     pub max_poll_records: usize,
-    pub fetch_min_bytes: i32,
-    pub fetch_max_bytes: i32,
+    pub fetch_min_bytes: usize,
+    pub fetch_max_bytes: usize,
     pub fetch_max_wait: Duration,
-    pub max_partition_fetch_bytes: i32,
+    pub max_partition_fetch_bytes: usize,
     pub isolation_level: IsolationLevel,
     /// `queued.max.messages.kbytes`: the fetch-ahead buffer's bound, in KiB.
-    pub queued_max_messages_kbytes: i32,
+    pub queued_max_messages_kbytes: usize,
     /// Partitions assigned by the application (`assign`) instead of a subscription: no
     /// membership, no JoinGroup.
     pub manual: Option<Vec<TopicPartition>>,
@@ -161,7 +161,7 @@ impl Default for ConsumerConfig {
 impl ConsumerConfig {
     /// The fetch-ahead buffer's bound in bytes.
     pub fn queued_max_bytes(&self) -> usize {
-        usize::try_from(self.queued_max_messages_kbytes).unwrap_or(0) * 1024
+        self.queued_max_messages_kbytes * 1024
     }
 
     /// Checks every setting against the ranges Kafka's client accepts, the member's included.
@@ -170,19 +170,24 @@ impl ConsumerConfig {
         if self.max_poll_records == 0 {
             return err("max.poll.records", "must be at least 1".into());
         }
-        if self.fetch_min_bytes < 0 {
-            return err("fetch.min.bytes", format!("{} is negative", self.fetch_min_bytes));
-        }
-        if self.fetch_max_bytes <= 0 {
+        // Sent as INT32 fields of the Fetch request.
+        let int32 = i32::MAX as usize;
+        if self.fetch_min_bytes > int32 {
             return err(
-                "fetch.max.bytes",
-                format!("{} is not positive", self.fetch_max_bytes),
+                "fetch.min.bytes",
+                format!("{} is above {int32}", self.fetch_min_bytes),
             );
         }
-        if self.max_partition_fetch_bytes <= 0 {
+        if !(1..=int32).contains(&self.fetch_max_bytes) {
+            return err(
+                "fetch.max.bytes",
+                format!("{} is outside 1..={int32}", self.fetch_max_bytes),
+            );
+        }
+        if !(1..=int32).contains(&self.max_partition_fetch_bytes) {
             return err(
                 "max.partition.fetch.bytes",
-                format!("{} is not positive", self.max_partition_fetch_bytes),
+                format!("{} is outside 1..={int32}", self.max_partition_fetch_bytes),
             );
         }
         if !(1..=MAX_QUEUED_MAX_KBYTES).contains(&self.queued_max_messages_kbytes) {
@@ -318,12 +323,17 @@ mod tests {
         };
         assert_eq!(property(c.validate().unwrap_err()), "fetch.max.bytes");
         c = ConsumerConfig {
-            fetch_min_bytes: -1,
+            fetch_min_bytes: i32::MAX as usize + 1,
             ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "fetch.min.bytes");
         c = ConsumerConfig {
-            max_partition_fetch_bytes: -5,
+            max_partition_fetch_bytes: 0,
+            ..valid()
+        };
+        assert_eq!(property(c.validate().unwrap_err()), "max.partition.fetch.bytes");
+        c = ConsumerConfig {
+            max_partition_fetch_bytes: i32::MAX as usize + 1,
             ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "max.partition.fetch.bytes");
@@ -332,7 +342,7 @@ mod tests {
             ..valid()
         };
         assert_eq!(property(c.validate().unwrap_err()), "fetch.max.wait.ms");
-        for kbytes in [0, -1, 2_097_152] {
+        for kbytes in [0, 2_097_152] {
             c = ConsumerConfig {
                 queued_max_messages_kbytes: kbytes,
                 ..valid()

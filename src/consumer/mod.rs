@@ -643,21 +643,21 @@ impl Consumer {
                 self.metadata_stale = true;
                 continue;
             };
-            let most = usize::try_from(self.config.max_partition_fetch_bytes)
-                .unwrap_or(0)
+            let most = self
+                .config
+                .max_partition_fetch_bytes
                 .saturating_mul(targets.len());
-            let max_bytes = usize::try_from(self.config.fetch_max_bytes)
-                .unwrap_or(0)
-                .min(most)
-                .min(share)
-                .max(1);
+            let max_bytes = self.config.fetch_max_bytes.min(most).min(share).max(1);
             let as_i32 = i32::try_from(max_bytes).unwrap_or(i32::MAX);
             let settings = FetchSettings {
                 // Nobody waits on this fetch but the buffer: the broker may hold it the full time.
                 max_wait_ms: self.config.fetch_max_wait.as_millis().min(i32::MAX as u128) as i32,
-                min_bytes: self.config.fetch_min_bytes,
+                // Validated to fit INT32 at build.
+                min_bytes: i32::try_from(self.config.fetch_min_bytes).unwrap_or(i32::MAX),
                 max_bytes: as_i32,
-                partition_max_bytes: self.config.max_partition_fetch_bytes.min(as_i32),
+                partition_max_bytes: i32::try_from(self.config.max_partition_fetch_bytes)
+                    .unwrap_or(i32::MAX)
+                    .min(as_i32),
                 isolation: self.config.isolation_level,
             };
             let stamped = targets

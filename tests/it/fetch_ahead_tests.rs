@@ -225,7 +225,7 @@ const CHILD_ENV: &str = "KAFKA_GROUP_FETCH_AHEAD_CHILD";
 const RSS_PARTITIONS: i32 = 4;
 const RSS_RECORDS: usize = 1_600; // per partition, of RSS_VALUE bytes: 64 MB in all
 const RSS_VALUE: usize = 10_000;
-const RSS_LIMIT_KIB: i32 = 4_096;
+const RSS_LIMIT_KIB: usize = 4_096;
 
 #[test]
 fn memory_stays_within_the_bound_while_the_application_sleeps() {

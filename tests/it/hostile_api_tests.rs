@@ -184,7 +184,7 @@ fn builder_setters_with_extreme_values_build_or_fail_with_config_errors() {
             consumer().max_poll_records(n).build()
         });
     }
-    let consumer_sizes: [Setter<ConsumerBuilder, i32>; 3] = [
+    let consumer_sizes: [Setter<ConsumerBuilder, usize>; 3] = [
         ("fetch_min_bytes", ConsumerBuilder::fetch_min_bytes),
         ("fetch_max_bytes", ConsumerBuilder::fetch_max_bytes),
         (
@@ -193,7 +193,7 @@ fn builder_setters_with_extreme_values_build_or_fail_with_config_errors() {
         ),
     ];
     for (name, set) in consumer_sizes {
-        for n in [i32::MIN, -1, 0, 1, i32::MAX] {
+        for n in [0, 1, i32::MAX as usize, i32::MAX as usize + 1, usize::MAX] {
             panics.build(&format!("ConsumerBuilder::{name}({n})"), || {
                 set(consumer(), n).build()
             });

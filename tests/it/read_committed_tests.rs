@@ -89,7 +89,7 @@ fn read_all(
     client: &Client,
     topic: &str,
     isolation: IsolationLevel,
-    fetch_bytes: Option<i32>,
+    fetch_bytes: Option<usize>,
 ) -> Vec<String> {
     let tp = TopicPartition::new(topic, 0);
     let mut builder = client
