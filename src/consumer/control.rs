@@ -90,6 +90,47 @@ impl Consumer {
         committed.and(left)
     }
 
+    /// Replaces the subscribed topics (Java's `subscribe` called again), at least one, each a
+    /// valid name; see [`GroupMember::subscribe`] for how each group protocol takes the change
+    /// at the next [`poll`](Self::poll), whose events revoke the partitions that move (a
+    /// dropped topic's among them) and assign the new ones. After
+    /// [`unsubscribe`](Self::unsubscribe) the next poll joins the group again. Fails with
+    /// [`Error::Config`] without a group or on a consumer built with
+    /// [`assign`](crate::ConsumerBuilder::assign), changing nothing.
+    pub fn subscribe<I, S>(&mut self, topics: I) -> Result<()>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if self.config.manual.is_some() {
+            return Err(Error::Config {
+                property: "subscribe",
+                problem: "this consumer is assigned its partitions (assign); it cannot also subscribe".into(),
+            });
+        }
+        self.group_mut()?.subscribe(topics)?;
+        self.metadata_stale = true;
+        Ok(())
+    }
+
+    /// Stops consuming and leaves the group (Java's `unsubscribe`): with auto-commit on,
+    /// commits the positions first; then [`leave_group`](Self::leave_group) (the partitions
+    /// move to the other members at once, a static member's included) and the subscription
+    /// is empty: [`poll`](Self::poll) returns no records and joins nothing until
+    /// [`subscribe`](Self::subscribe). Returns the commit's or the LeaveGroup's error, if
+    /// any; the consumer has unsubscribed regardless.
+    pub fn unsubscribe(&mut self) -> Result<()> {
+        if self.config.manual.is_some() {
+            return Err(Error::Config {
+                property: "subscribe",
+                problem: "this consumer is assigned its partitions (assign); it has no subscription".into(),
+            });
+        }
+        let left = self.leave_group();
+        self.group_mut()?.unsubscribe()?;
+        left
+    }
+
     /// Asks for a rebalance of the group: the next [`poll`](Self::poll) revokes this
     /// consumer's partitions and rejoins (Java `enforceRebalance`), e.g. after the application
     /// changed what its assignor's metadata says. Fails without a group.

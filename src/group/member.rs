@@ -557,6 +557,12 @@ impl GroupMember {
         self.check_usable()?;
         self.wakeup.check()?;
         let deadline = crate::deadline::after(timeout);
+        if self.config.topics.is_empty() {
+            return Err(Error::Config {
+                property: "subscribe",
+                problem: "no topics to join with (unsubscribed); subscribe first".into(),
+            });
+        }
         if self.uses_consumer_protocol() {
             match self.consumer_join(deadline) {
                 Ok(Some(events)) => return Ok(events),
@@ -992,6 +998,15 @@ impl GroupMember {
         self.check_usable()?;
         self.wakeup.check()?;
         let deadline = crate::deadline::after(timeout);
+        if self.config.topics.is_empty() {
+            // Unsubscribed: nothing to join until `subscribe`.
+            let events = std::mem::take(&mut self.undelivered);
+            if events.is_empty() {
+                self.wakeup.sleep_within(timeout, deadline);
+                self.wakeup.check()?;
+            }
+            return Ok(events);
+        }
         if self.uses_consumer_protocol() {
             match self.consumer_poll(deadline) {
                 Ok(Some(events)) => return Ok(events),
@@ -1467,6 +1482,69 @@ impl GroupMember {
         let conn = self.conn.as_mut().ok_or(Error::Closed)?;
         let version = conn.version(ApiKey::SyncGroup)?;
         conn.send_pending(&req, version, Some(wait))
+    }
+
+    /// Replaces the subscribed topics (Java's `subscribe` called again), each a valid topic
+    /// name, at least one; checked before anything changes. Takes effect at the next
+    /// [`poll`](Self::poll): under the classic protocol the member rejoins with the new
+    /// subscription (an eager member gives all its partitions up first, a cooperative one
+    /// those the new assignment moves, topics dropped included); under the consumer protocol
+    /// its next heartbeat carries the subscription and the coordinator reassigns. After
+    /// [`unsubscribe`](Self::unsubscribe), the next poll joins the group again.
+    pub fn subscribe<I, S>(&mut self, topics: I) -> Result<()>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.check_usable()?;
+        let topics: Vec<String> = topics.into_iter().map(Into::into).collect();
+        if topics.is_empty() {
+            return Err(Error::Config {
+                property: "subscribe",
+                problem: "no topics (unsubscribe leaves the group)".into(),
+            });
+        }
+        for t in &topics {
+            crate::names::check_topic("subscribe", t)?;
+        }
+        if topics == self.config.topics {
+            return Ok(());
+        }
+        log::info!(
+            "{}: subscription {:?} -> {topics:?}",
+            self.ctx(),
+            self.config.topics
+        );
+        self.config.topics = topics;
+        // What the leader compares the metadata with was the old subscription's.
+        self.leader_snapshot = None;
+        if self.uses_consumer_protocol() {
+            self.consumer_subscribe();
+        } else if self.state.generation().is_some() {
+            self.schedule_rejoin(false);
+        }
+        Ok(())
+    }
+
+    /// Leaves the group ([`leave_group`](Self::leave_group): its partitions move to the
+    /// others at once, a static member's included) and subscribes to nothing (Java's
+    /// `unsubscribe`): [`poll`](Self::poll) then joins nothing and returns no events until
+    /// [`subscribe`](Self::subscribe). The member holds no partitions afterwards, and no
+    /// event says so (as after `leave_group`). Returns the LeaveGroup's error, if any; the
+    /// subscription is empty regardless.
+    pub fn unsubscribe(&mut self) -> Result<()> {
+        self.check_usable()?;
+        let left = if self.state.generation().is_some() || self.uses_consumer_protocol() {
+            self.leave_group()
+        } else {
+            // Not in the group yet: a join in flight is dropped, nothing to leave.
+            self.abandon_join();
+            Ok(())
+        };
+        self.config.topics.clear();
+        self.rejoin = None;
+        log::info!("{}: unsubscribed", self.ctx());
+        left
     }
 
     /// Asks for a rebalance at the next [`poll`](Self::poll) (e.g. after the application

@@ -307,3 +307,122 @@ fn manual_assignment_reads_without_joining_and_commits_only_with_a_group() {
         })
     ));
 }
+
+/// A consumer that changes its subscription after build, then unsubscribes and subscribes
+/// again, on `protocol`: each change shows in the assignment and in whose records arrive.
+fn subscription_changes_after_build(client: &Client, protocol: kafka_group::GroupProtocol) {
+    let a = topic_with_partitions(client, 2);
+    let b = topic_with_partitions(client, 2);
+    for p in 0..2 {
+        produce(client, &a, p, 3);
+        produce(client, &b, p, 3);
+    }
+    let group = unique_name("resubscribe");
+    let mut builder = client
+        .consumer(&group)
+        .subscribe([a.as_str()])
+        .group_protocol(protocol)
+        .group_instance_id("w")
+        .auto_offset_reset(OffsetReset::Earliest)
+        .enable_auto_commit(false);
+    if protocol == kafka_group::GroupProtocol::Classic {
+        builder = builder.session_timeout(SESSION).heartbeat_interval(HEARTBEAT);
+    }
+    let mut c = builder.build().unwrap();
+    let topics_of = |c: &Consumer| -> Vec<String> {
+        let mut t: Vec<String> = c.assignment().into_iter().map(|tp| tp.topic).collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    let got = poll_until(&mut c, "topic a's records", |r, _| r.len() >= 6);
+    assert!(got.iter().all(|r| *r.topic == *a), "only a is subscribed");
+
+    c.subscribe([b.as_str()]).unwrap();
+    assert_eq!(c.subscription(), std::slice::from_ref(&b));
+    let got = poll_until(&mut c, "topic b's records after resubscribing", |r, c| {
+        r.len() >= 6 && topics_of(c) == [b.clone()]
+    });
+    assert!(
+        got.iter().all(|r| *r.topic == *b),
+        "a was dropped from the subscription"
+    );
+
+    c.unsubscribe().unwrap();
+    assert!(c.subscription().is_empty());
+    assert!(c.assignment().is_empty());
+    let t = Instant::now();
+    let idle = c.poll(Duration::from_millis(500)).unwrap();
+    assert!(
+        idle.records.is_empty() && c.assignment().is_empty(),
+        "nothing joined"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "a poll still waits out its timeout"
+    );
+    // Bad input changes nothing.
+    assert!(matches!(
+        c.subscribe(Vec::<String>::new()),
+        Err(Error::Config {
+            property: "subscribe",
+            ..
+        })
+    ));
+    assert!(matches!(
+        c.subscribe(["bad name"]),
+        Err(Error::Config {
+            property: "subscribe",
+            ..
+        })
+    ));
+    assert!(c.subscription().is_empty());
+
+    c.subscribe([a.as_str(), b.as_str()]).unwrap();
+    poll_until(&mut c, "both topics after subscribing again", |_, c| {
+        topics_of(c) == {
+            let mut both = vec![a.clone(), b.clone()];
+            both.sort();
+            both
+        }
+    });
+    c.close().unwrap();
+}
+
+#[test]
+fn subscribe_and_unsubscribe_after_build_change_what_is_consumed() {
+    let client = client(broker::shared().bootstrap());
+    subscription_changes_after_build(&client, kafka_group::GroupProtocol::Classic);
+}
+
+#[test]
+fn subscribe_and_unsubscribe_after_build_on_the_consumer_protocol() {
+    let client = client(broker::consumer_protocol().bootstrap());
+    subscription_changes_after_build(&client, kafka_group::GroupProtocol::Consumer);
+}
+
+#[test]
+fn a_manually_assigned_consumer_cannot_subscribe() {
+    let client = client(broker::shared().bootstrap());
+    let topic = topic_with_partitions(&client, 1);
+    let mut c = client
+        .consumer(&unique_name("manual-sub"))
+        .assign([TopicPartition::new(&topic, 0)])
+        .build()
+        .unwrap();
+    assert!(matches!(
+        c.subscribe([topic.as_str()]),
+        Err(Error::Config {
+            property: "subscribe",
+            ..
+        })
+    ));
+    assert!(matches!(
+        c.unsubscribe(),
+        Err(Error::Config {
+            property: "subscribe",
+            ..
+        })
+    ));
+    assert_eq!(c.assignment(), [TopicPartition::new(&topic, 0)]);
+}

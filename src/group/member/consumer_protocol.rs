@@ -112,6 +112,15 @@ fn new_member_id() -> String {
 
 impl GroupMember {
     /// Whether this member speaks the consumer protocol (configured so, and not fallen back).
+    /// Hands a changed subscription to the heartbeat thread, whose next heartbeat (sent now)
+    /// carries it; before the first join, the start takes it from the config.
+    pub(super) fn consumer_subscribe(&mut self) {
+        if let Some(c) = self.consumer.as_ref() {
+            c.thread.lock().membership.subscribe(self.config.topics.clone());
+            c.thread.heartbeat_now();
+        }
+    }
+
     pub(super) fn uses_consumer_protocol(&self) -> bool {
         self.config.group_protocol == crate::GroupProtocol::Consumer && !self.fell_back_to_classic
     }
