@@ -1,7 +1,7 @@
 //! A fake broker whose Metadata answer is one topic of very many partitions, and the peak-RSS
 //! measurement of a client handling that answer in a process of its own (a 68 MB
 //! answer once peaked at over 6× its size). Shared by `memory_tests` and
-//! `examples/metadata_memory.rs`, which includes this file by path: it uses only `std` and the
+//! `bench/metadata_memory.rs`, which includes this file by path: it uses only `std` and the
 //! crate.
 //!
 //! Peak memory is a property of a whole process, so the client runs in a child process (the

@@ -7,7 +7,7 @@
 //! ```
 //! Without `KAFKA_BOOTSTRAP` it starts a broker with `scripts/kafka` and stops it at the end.
 
-#[path = "support/mod.rs"]
+#[path = "../examples/support/mod.rs"]
 mod support;
 
 use kafka_group::unstable::protocol::messages::join_group_request::JoinGroupRequestProtocol;

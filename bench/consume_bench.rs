@@ -10,7 +10,7 @@
 //! ```
 //! Uses `KAFKA_BOOTSTRAP` if set, else starts a broker with `scripts/kafka` and stops it after.
 
-#[path = "support/mod.rs"]
+#[path = "../examples/support/mod.rs"]
 mod support;
 
 use bytes::Bytes;

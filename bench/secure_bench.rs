@@ -28,7 +28,7 @@
 //! directory `KAFKA_SECURE_DIR` names, else starts one (full JIT, see `support::SecureKafka`)
 //! and stops it at the end.
 
-#[path = "support/mod.rs"]
+#[path = "../examples/support/mod.rs"]
 mod support;
 
 use bytes::Bytes;

@@ -9,7 +9,7 @@
 //! ```
 //! Uses `KAFKA_BOOTSTRAP` if set, else starts a broker with `scripts/kafka` and stops it after.
 
-#[path = "support/mod.rs"]
+#[path = "../examples/support/mod.rs"]
 mod support;
 
 use kafka_group::{Assignor, Client, CooperativeStickyAssignor, OffsetReset, ProducerRecord, RangeAssignor};
@@ -179,10 +179,7 @@ fn restart_peers(bootstrap: &str, rounds: usize, restarts: usize) -> Result<(), 
     let home = std::env::var("HOME")?;
     let cache = std::env::var("KAFKA_CACHE").unwrap_or_else(|_| format!("{home}/.cache/kafka-group/kafka"));
     let libs = format!("{cache}/{version}/libs/*");
-    let source = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/support/JavaRestartBench.java"
-    );
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/JavaRestartBench.java");
     let setup = client(bootstrap)?;
     let topic = topic(&setup, 6)?;
     for round in 1..=rounds {
