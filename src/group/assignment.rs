@@ -1,6 +1,7 @@
-//! The `consumer` protocol's embedded messages: what a member subscribes to (sent in
-//! JoinGroup) and what it is assigned (received in SyncGroup), framed as Kafka's
-//! `ConsumerProtocol` does — a 2-byte version, then the struct at that version.
+//! The payload a consumer embeds in the classic group protocol (Kafka's `ConsumerProtocol`,
+//! protocol type `consumer`; not KIP-848's `group.protocol=consumer`, which is `kip848`): what
+//! a member subscribes to (sent in JoinGroup) and what it is assigned (received in SyncGroup),
+//! each a 2-byte version, then the struct at that version.
 
 use crate::protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTp;
 use crate::protocol::messages::consumer_protocol_subscription::TopicPartition as OwnedTp;

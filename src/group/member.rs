@@ -7,14 +7,14 @@
 //! must not hold up other members embedded in the same process.
 
 mod assign;
-mod consumer_protocol;
 mod join_warnings;
+mod kip848;
 mod metadata_watch;
 mod missing_topics;
 #[cfg(test)]
 mod scripted;
 #[cfg(test)]
-mod scripted_consumer_protocol;
+mod scripted_kip848;
 mod session_bounds;
 
 use super::action::{classify, GroupAction};
@@ -237,7 +237,7 @@ pub struct GroupMember {
     /// Lets another thread end a blocked `poll` or `join` ([`GroupMember::wakeup_handle`]).
     wakeup: Wakeup,
     /// The consumer-protocol member, once started (`group.protocol=consumer`).
-    consumer: Option<consumer_protocol::ConsumerMember>,
+    consumer: Option<kip848::ConsumerMember>,
     /// A `group.protocol=consumer` member whose coordinator lacks the protocol, joining as a
     /// classic one by `GroupProtocolPolicy::FallBackToClassic`.
     fell_back_to_classic: bool,

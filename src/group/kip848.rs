@@ -2,7 +2,7 @@
 //! ConsumerGroupHeartbeat carries, what an answer does to the member, and the incremental
 //! reconciliation of the assignment the coordinator sends.
 //!
-//! No socket or thread here: `member/consumer_protocol.rs` wires it to the coordinator and the
+//! No socket or thread here: `member/kip848.rs` wires it to the coordinator and the
 //! heartbeat thread. Kept apart so that every rule is unit-tested without a broker. The rules follow Kafka's own client
 //! (`ConsumerMembershipManager`, `ConsumerHeartbeatRequestManager`):
 //!

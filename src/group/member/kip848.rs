@@ -4,14 +4,14 @@
 //! names, acknowledging revocations once the application had them, and leaving.
 //!
 //! The protocol itself — epochs, what each heartbeat carries, reconciliation, which error does
-//! what — is [`crate::group::consumer_protocol`]'s, unit-tested there without a broker.
+//! what — is [`crate::group::kip848`]'s, unit-tested there without a broker.
 
 use super::{GroupEvent, GroupMember};
 use crate::authorization::Scope;
 use crate::error::{Error, Result};
 use crate::group::config::GroupProtocolPolicy;
-use crate::group::consumer_protocol::heartbeat::HeartbeatThread;
-use crate::group::consumer_protocol::{Fatal, Membership, Partitions, Phase, Step};
+use crate::group::kip848::heartbeat::HeartbeatThread;
+use crate::group::kip848::{Fatal, Membership, Partitions, Phase, Step};
 use crate::group::poll_timer::PollTimer;
 use crate::group::state::{Generation, MemberState, Transition};
 use crate::group::{Assignment, RebalanceProtocol, TopicPartition};
