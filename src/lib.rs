@@ -109,6 +109,7 @@ mod records;
 mod retry;
 pub mod unstable;
 mod wakeup;
+mod worker;
 
 pub use admin::{
     Admin, GroupDescription, HangingSearch, HangingTransaction, ListedGroup, MemberDescription, NewTopic,

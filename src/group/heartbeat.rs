@@ -15,17 +15,14 @@ use super::poll_timer::{PollClock, PollTimer};
 use super::requests;
 use super::state::Generation;
 use super::timer::HeartbeatTimer;
-use crate::client::lock;
 use crate::client::{Broker, Client};
 use crate::net::link::{Link, Purpose};
-use crate::net::Interrupter;
 use crate::protocol::messages::HeartbeatRequest;
 use crate::protocol::ApiKey;
+use crate::worker::{Stop, Worker};
 use crate::KafkaCode;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// From the member to its heartbeat thread.
@@ -156,80 +153,12 @@ pub(crate) fn refuses_connection(e: &crate::Error) -> bool {
     )
 }
 
-/// How the member stops its thread at once, even in the middle of a request: a flag the thread
-/// checks between steps, the socket of the request in flight, shut down from outside, and
-/// whether the thread is in a step nothing can cut short (DNS, a TCP connect), which a stop
-/// does not wait for.
-#[derive(Debug, Default)]
-struct Stop {
-    requested: AtomicBool,
-    watched: Mutex<Watched>,
-}
-
-#[derive(Debug, Default)]
-struct Watched {
-    socket: Option<Interrupter>,
-    uninterruptible: bool,
-}
-
-impl Stop {
-    fn requested(&self) -> bool {
-        self.requested.load(Ordering::Acquire)
-    }
-
-    /// Runs `step`, which nothing from outside can end early (a name lookup, a TCP connect
-    /// bounded only by `socket.connection.setup.timeout.ms`), unless a stop came first (`None`).
-    /// A stop that comes during it does not wait for it: the thread is left to finish the step
-    /// on its own and then sees the stop before sending anything.
-    fn uninterruptible<T>(&self, step: impl FnOnce() -> T) -> Option<T> {
-        {
-            let mut w = lock(&self.watched);
-            if self.requested() {
-                return None;
-            }
-            w.uninterruptible = true;
-        }
-        let result = step();
-        lock(&self.watched).uninterruptible = false;
-        Some(result)
-    }
-
-    /// Asks the thread to stop and cuts its request in flight short; whether the thread is in
-    /// an [`uninterruptible`](Self::uninterruptible) step, not worth waiting for.
-    fn request(&self) -> bool {
-        let w = lock(&self.watched);
-        self.requested.store(true, Ordering::Release);
-        if let Some(s) = w.socket.as_ref() {
-            s.interrupt();
-        }
-        w.uninterruptible
-    }
-
-    /// Registers the socket a request is about to block on (`None` once it is dropped).
-    fn watch(&self, conn: Option<&Link>) {
-        self.watch_socket(conn.and_then(Link::interrupter));
-    }
-
-    fn watch_socket(&self, socket: Option<Interrupter>) {
-        let mut w = lock(&self.watched);
-        w.socket = socket;
-        // A stop that came between the check and the registration still reaches the socket.
-        if self.requested() {
-            if let Some(s) = w.socket.as_ref() {
-                s.interrupt();
-            }
-        }
-    }
-}
-
 /// The member's end of the thread.
 #[derive(Debug)]
 pub(crate) struct HeartbeatHandle {
     commands: Sender<Command>,
     pub(crate) events: Receiver<Event>,
     stop: Arc<Stop>,
-    /// Disconnected when the thread has ended (its sender is dropped on exit).
-    done: Receiver<()>,
     thread: Thread,
 }
 
@@ -237,26 +166,23 @@ pub(crate) struct HeartbeatHandle {
 /// that never joins with the classic protocol (a `group.protocol=consumer` member, whose own
 /// thread heartbeats) never runs it.
 enum Thread {
-    NotStarted {
-        worker: Box<Worker>,
-        done: crossbeam_channel::Sender<()>,
-    },
-    Running(JoinHandle<()>),
+    NotStarted(Box<Heartbeats>),
+    Running(Worker),
     Ended,
 }
 
 impl std::fmt::Debug for Thread {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Thread::NotStarted { .. } => "NotStarted",
-            Thread::Running(_) => "Running",
-            Thread::Ended => "Ended",
-        })
+        match self {
+            Thread::NotStarted(_) => f.write_str("NotStarted"),
+            Thread::Running(w) => f.debug_tuple("Running").field(w).finish(),
+            Thread::Ended => f.write_str("Ended"),
+        }
     }
 }
 
 impl HeartbeatHandle {
-    /// A handle whose thread starts at the first [`Command::Start`].
+    /// A handle whose thread starts at [`start`](Self::start).
     pub(crate) fn new(
         client: Client,
         group: String,
@@ -268,9 +194,12 @@ impl HeartbeatHandle {
     ) -> HeartbeatHandle {
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
-        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-        let stop = Arc::new(Stop::default());
-        let worker = Worker {
+        // The thread waits for its next command: a stop is one more.
+        let shutdown = cmd_tx.clone();
+        let stop = Arc::new(Stop::with_waker(move || {
+            let _ = shutdown.send(Command::Shutdown);
+        }));
+        let body = Heartbeats {
             stop: stop.clone(),
             client,
             group,
@@ -290,11 +219,7 @@ impl HeartbeatHandle {
             commands: cmd_tx,
             events: ev_rx,
             stop,
-            done: done_rx,
-            thread: Thread::NotStarted {
-                worker: Box::new(worker),
-                done: done_tx,
-            },
+            thread: Thread::NotStarted(Box::new(body)),
         }
     }
 
@@ -306,59 +231,32 @@ impl HeartbeatHandle {
 
     /// Starts the thread unless it runs already: before the first classic join.
     pub(crate) fn start(&mut self) -> std::io::Result<()> {
-        let (worker, done) = match std::mem::replace(&mut self.thread, Thread::Ended) {
-            Thread::NotStarted { worker, done } => (worker, done),
-            Thread::Running(t) => {
-                self.thread = Thread::Running(t);
+        let body = match std::mem::replace(&mut self.thread, Thread::Ended) {
+            Thread::NotStarted(body) => body,
+            Thread::Running(w) => {
+                self.thread = Thread::Running(w);
                 return Ok(());
             }
-            // A failed start (its worker went with it) or a shut-down member.
+            // A failed start (its body went with it) or a shut-down member.
             Thread::Ended => return Err(std::io::Error::other("the heartbeat thread has ended")),
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("kafka-hb-{}", worker.group))
-            // Heartbeating needs little stack; a small one keeps many members per process cheap.
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let _done = done;
-                worker.run()
-            })?;
-        self.thread = Thread::Running(thread);
+        let name = format!("kafka-hb-{}", body.group);
+        // Heartbeating needs little stack; a small one keeps many members per process cheap.
+        let worker = Worker::spawn(name, Some(256 * 1024), self.stop.clone(), move || body.run())?;
+        self.thread = Thread::Running(worker);
         Ok(())
     }
 
-    /// Stops the thread and waits for it, at most `bound`. A heartbeat in flight is cut off by
-    /// shutting its socket down, so nothing the thread sent is still awaited afterwards. The
-    /// steps that cannot be interrupted, a name lookup or a TCP connect (for a heartbeat or a
-    /// coordinator lookup), are not waited for at all: the thread is left to end by itself
-    /// when the step does, and it sends nothing more. A static member's close needs nothing
-    /// else, so it returns at once whatever the network does.
+    /// Stops the thread and waits for it, at most `bound` (see [`Worker::shutdown`]): a
+    /// heartbeat in flight is cut off, and a thread still in a name lookup or TCP connect is
+    /// not waited for, so a static member's close returns at once whatever the network does.
     pub(crate) fn shutdown(&mut self, bound: Duration) {
-        let uninterruptible = self.stop.request();
-        let _ = self.commands.send(Command::Shutdown);
-        let Thread::Running(t) = std::mem::replace(&mut self.thread, Thread::Ended) else {
-            return;
-        };
-        if uninterruptible {
-            log::debug!("heartbeat thread is connecting; not waiting for it to stop");
-            return;
-        }
-        match self.done.recv_timeout(bound) {
-            Err(RecvTimeoutError::Timeout) => {
-                log::debug!("heartbeat thread still connecting after {bound:?}; not waiting for it")
-            }
-            _ => {
-                let _ = t.join();
+        match std::mem::replace(&mut self.thread, Thread::Ended) {
+            Thread::Running(mut w) => w.shutdown(bound),
+            Thread::NotStarted(_) | Thread::Ended => {
+                self.stop.request();
             }
         }
-    }
-}
-
-impl Drop for HeartbeatHandle {
-    fn drop(&mut self) {
-        // The member's close has normally shut the thread down already; this covers a member
-        // whose close could not run.
-        self.shutdown(Duration::from_secs(1));
     }
 }
 
@@ -377,7 +275,7 @@ struct Active {
     static_member: bool,
 }
 
-struct Worker {
+struct Heartbeats {
     stop: Arc<Stop>,
     client: Client,
     group: String,
@@ -397,7 +295,7 @@ struct Worker {
     frozen: bool,
 }
 
-impl Worker {
+impl Heartbeats {
     fn run(mut self) {
         loop {
             if self.stop.requested() {
