@@ -255,6 +255,8 @@ impl Site {
             Fault::ConnectionKiller => {
                 let b = broker();
                 let proxy = Proxy::start(b.addrs()[0], proxy::release_for(b.version()));
+                // The broker's own release: the transaction protocol it finalized too.
+                proxy.relay_finalized_features(b.addrs()[0]);
                 proxy.kill_connections(seed, Duration::from_millis(500)..=Duration::from_millis(1500));
                 Site {
                     direct: b.bootstrap().to_string(),
