@@ -1,6 +1,7 @@
 //! The pending batches and where they go: per partition a queue of record batches, the
-//! sticky partition for keyless records (KIP-480; moved on every batch.size bytes, KIP-794), leaders from metadata, and the plan of which
-//! front batches to send to which broker. Pure, tested without a broker.
+//! sticky partition for keyless records (KIP-480; moved on every batch.size bytes, KIP-794),
+//! leaders from metadata, and the plan of which front batches to send to which broker. Pure,
+//! tested without a broker.
 
 use super::delivery::{BatchDelivery, DeliveryHandle};
 use super::partitioner::key_partition;

@@ -14,7 +14,8 @@
 //!
 //! Every run counts its faults and fails if one kind never happened. Compact by default (for
 //! CI); `KAFKA_GROUP_EOS=long` makes each run 12 kills; `KAFKA_GROUP_EOS_SEED` replays the
-//! seed a run printed.
+//! seed a run printed; `KAFKA_GROUP_EOS_PROTOCOL=consumer` runs the faults with KIP-848
+//! members instead of classic ones.
 //!
 //! And zombie fencing: a member killed mid-transaction and restarted at once with the same
 //! instance id (so the same `transactional.id`) aborts the open transaction without a
@@ -297,8 +298,8 @@ fn write_input(bootstrap: String, topic: String, stop: Arc<AtomicBool>) -> JoinH
             let from = written.len();
             for i in from..from + CHUNK {
                 let v = format!("r{i:06}");
-                // Spread by hand: one producer's sticky partitioner could feed one partition
-                // (one member) only.
+                // Spread by hand, so that every member gets input from every chunk (keyless,
+                // they would go to one partition for each batch.size bytes).
                 let partition = (i % INPUT_PARTITIONS as usize) as i32;
                 p.send(ProducerRecord::new(&topic, v.clone()).partition(partition))
                     .unwrap();
@@ -492,14 +493,23 @@ fn exactly_once_pipeline_of_kip848_static_members_killed_mid_transaction() {
     check(Fault::MemberKills, GroupProtocol::Consumer);
 }
 
+/// The members' group protocol in the runs under a fault: classic, or KIP-848's with
+/// `KAFKA_GROUP_EOS_PROTOCOL=consumer`.
+fn fault_run_protocol() -> GroupProtocol {
+    match std::env::var("KAFKA_GROUP_EOS_PROTOCOL") {
+        Ok(name) => parse_protocol(name.trim()),
+        Err(_) => GroupProtocol::Classic,
+    }
+}
+
 #[test]
 fn exactly_once_pipeline_under_the_connection_killer() {
-    check(Fault::ConnectionKiller, GroupProtocol::Classic);
+    check(Fault::ConnectionKiller, fault_run_protocol());
 }
 
 #[test]
 fn exactly_once_pipeline_with_coordinators_killed_on_a_3_node_cluster() {
-    check(Fault::CoordinatorKills, GroupProtocol::Classic);
+    check(Fault::CoordinatorKills, fault_run_protocol());
 }
 
 #[test]
