@@ -111,6 +111,7 @@ fn member(
         instance: instance.into(),
         input: input.into(),
         output: output.into(),
+        group_protocol: kafka_group::GroupProtocol::Classic,
         session_timeout: Duration::from_secs(10),
         // Each transaction stays open a moment after its records are written, so that the
         // story's kill lands inside one.

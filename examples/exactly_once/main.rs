@@ -26,6 +26,7 @@ fn main() {
         instance: instance.clone(),
         input: input.clone(),
         output: output.clone(),
+        group_protocol: kafka_group::GroupProtocol::Classic,
         session_timeout: Duration::from_secs(10),
         hold_open: Duration::ZERO,
     };

@@ -4,8 +4,8 @@
 //! `read_committed` readers and no offset committed, so the next incarnation redoes the batch.
 
 use kafka_group::{
-    Client, Consumer, ConsumerRecord, Error, IsolationLevel, OffsetAndMetadata, OffsetReset, Producer,
-    ProducerRecord, TopicPartition, TransactionAction,
+    Client, Consumer, ConsumerRecord, Error, GroupProtocol, IsolationLevel, OffsetAndMetadata, OffsetReset,
+    Producer, ProducerRecord, TopicPartition, TransactionAction,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,7 +29,11 @@ pub struct Settings {
     pub input: String,
     /// Topic written.
     pub output: String,
-    /// `session.timeout.ms`: a restart within it keeps the member's partitions (no rebalance).
+    /// `group.protocol`: `classic`, or KIP-848's `consumer` (Kafka 4.0+).
+    pub group_protocol: GroupProtocol,
+    /// `session.timeout.ms` under the classic protocol: a restart within it keeps the member's
+    /// partitions (no rebalance). Under the consumer protocol the broker's
+    /// `group.consumer.session.timeout.ms` decides instead, and this is not used.
     pub session_timeout: Duration,
     /// Tests and the demo only: after a batch's records are written, hold the transaction open this long
     /// before committing it, so that a kill lands in the middle of a transaction.
@@ -51,11 +55,14 @@ pub fn run(s: &Settings, stop: impl Fn() -> bool) -> Result<(), BoxError> {
         .consumer(&s.app)
         .subscribe([&s.input])
         .group_instance_id(&s.instance)
-        .session_timeout(s.session_timeout)
+        .group_protocol(s.group_protocol)
         .isolation_level(IsolationLevel::ReadCommitted)
         .enable_auto_commit(false)
-        .auto_offset_reset(OffsetReset::Earliest)
-        .build()?;
+        .auto_offset_reset(OffsetReset::Earliest);
+    if s.group_protocol == GroupProtocol::Classic {
+        consumer = consumer.session_timeout(s.session_timeout);
+    }
+    let mut consumer = consumer.build()?;
     // The same transactional.id in every incarnation of this member: its init_transactions
     // fences the previous one and aborts whatever transaction it left open.
     let mut producer = client

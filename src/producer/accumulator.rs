@@ -1,6 +1,7 @@
 //! The pending batches and where they go: per partition a queue of record batches, the
-//! sticky partition for keyless records (KIP-480), leaders from metadata, and the plan of which
-//! front batches to send to which broker. Pure, tested without a broker.
+//! sticky partition for keyless records (KIP-480; moved on every batch.size bytes, KIP-794),
+//! leaders from metadata, and the plan of which front batches to send to which broker. Pure,
+//! tested without a broker.
 
 use super::delivery::{BatchDelivery, DeliveryHandle};
 use super::partitioner::key_partition;
@@ -99,8 +100,11 @@ pub(super) struct TopicState {
     pub(super) queues: BTreeMap<i32, VecDeque<Batch>>,
     /// Partitions with a leader, for records without a key.
     pub(super) available: Vec<i32>,
-    /// Where records without a key go until that batch is full.
+    /// Where records without a key go until that batch is full, or batch.size bytes went
+    /// there.
     pub(super) sticky: Option<i32>,
+    /// Bytes of keyless records appended to `sticky` since it was chosen.
+    pub(super) sticky_bytes: usize,
 }
 
 impl TopicState {
@@ -239,20 +243,29 @@ impl Accumulator {
             },
         };
         // As Java's sticky partitioner does, a keyless record that would start a new batch goes
-        // to the next sticky partition instead, closing the old batch.
+        // to the next sticky partition instead, closing the old batch. So does one that would
+        // take the bytes sent to the sticky partition past batch.size (KIP-794), however many
+        // batches carried them: batches that leave before they fill (a flush, linger.ms, a
+        // slow producer) would otherwise keep every keyless record in one partition for good.
         let mut closed = false;
         if r.partition.is_none() && r.key.is_none() {
-            let over = t
+            let mut over = false;
+            if let Some(b) = t
                 .queues
                 .get_mut(&p)
                 .and_then(|q| q.back_mut())
-                .filter(|b| !b.closed && !b.records.is_empty() && b.bytes + size > self.batch_limit);
-            if let Some(b) = over {
+                .filter(|b| !b.closed && !b.records.is_empty() && b.bytes + size > self.batch_limit)
+            {
                 b.closed = true;
-                closed = true;
+                over = true;
+            }
+            let spent = t.sticky_bytes > 0 && t.sticky_bytes + size > self.batch_limit;
+            if over || spent {
+                closed |= over;
                 t.sticky = None;
                 p = next_sticky(t, &mut self.rr);
             }
+            t.sticky_bytes += size;
         }
         if !(0..count).contains(&p) {
             // Only reachable with a topic of no partitions, which add_topic never registers.
@@ -543,6 +556,7 @@ pub(super) fn next_sticky(t: &mut TopicState, rr: &mut u32) -> i32 {
         t.available[*rr as usize % t.available.len()]
     };
     t.sticky = Some(p);
+    t.sticky_bytes = 0;
     p
 }
 
@@ -740,6 +754,35 @@ mod tests {
             assert_ne!(w[0][0], w[1][0], "{seen:?}");
         }
         assert!(seen.contains(&0) && seen.contains(&2), "{seen:?}");
+    }
+
+    #[test]
+    fn keyless_records_move_on_after_a_batch_size_of_bytes_even_when_each_batch_leaves_early() {
+        // A slow producer (or one that flushes often) sends every batch long before it fills:
+        // the sticky partition must still change once batch.size bytes went to it, or every
+        // keyless record lands in one partition for the producer's whole life.
+        let mut acc = acc_with("t", &[1, 1, 1], 200);
+        let flush = Ready {
+            linger: Duration::from_secs(3600),
+            all: true,
+        };
+        let mut seen = Vec::new();
+        for _ in 0..12 {
+            let (p, _) = append(
+                &mut acc,
+                rec("t", None, "0123456789012345678901234567890123456789"),
+            );
+            seen.push(p);
+            // The batch leaves at once, holding this one record.
+            let (taken, _) = acc.take_ready(1, Instant::now(), flush, 100, &|_, _| true);
+            assert_eq!(taken.len(), 1, "{seen:?}");
+        }
+        // 61 bytes a record: three fit in 200 bytes, the fourth goes to the next partition.
+        for w in seen.chunks(3) {
+            assert!(w.iter().all(|p| *p == w[0]), "{seen:?}");
+        }
+        let used: std::collections::BTreeSet<i32> = seen.iter().copied().collect();
+        assert_eq!(used.len(), 3, "{seen:?}");
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn demo_exactly_once_kills_a_member_mid_transaction_and_the_output_holds_each_in
         .env(
             crate::exactly_once_tests::CHILD_ENV,
             format!(
-                "{} {} {} {} {} 200",
+                "{} {} {} {} {} 200 classic 6000",
                 a.bootstrap, a.app, a.instance, a.input, a.output
             ),
         );

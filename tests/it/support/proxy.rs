@@ -20,7 +20,7 @@
 use super::broker;
 use super::rng::Rng;
 use super::wire::WireClient;
-use kafka_group::unstable::protocol::messages::api_versions_response::ApiVersion;
+use kafka_group::unstable::protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey};
 use kafka_group::unstable::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FetchRequest,
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse, ProduceRequest,
@@ -214,6 +214,7 @@ impl Proxy {
             next_conn: AtomicU64::new(0),
             resets: AtomicU64::new(0),
             killer: Mutex::new(None),
+            finalized: Mutex::new(None),
         });
         // Metadata names the bootstrap broker by the address the client already used; mapping it
         // to the first listener keeps one local port per broker.
@@ -419,6 +420,24 @@ impl Proxy {
     pub fn resets(&self) -> u64 {
         self.inner.resets.load(Ordering::SeqCst)
     }
+
+    /// From now on ApiVersions (v3+) also announces the finalized features (KIP-584) that
+    /// `upstream` announces, as the real broker does. For a proxy emulating the upstream's own
+    /// release, when what the client picks from them matters (`transaction.version` 2 is
+    /// KIP-890's transaction protocol): without it, the client sees a broker that finalized
+    /// nothing. Panics if the broker does not answer.
+    pub fn relay_finalized_features(&self, upstream: SocketAddr) {
+        let req = ApiVersionsRequest {
+            client_software_name: "kafka-group-proxy".into(),
+            client_software_version: "0.1.0".into(),
+            ..Default::default()
+        };
+        let resp = WireClient::connect(upstream)
+            .and_then(|mut c| c.call(&req, 3))
+            .unwrap_or_else(|e| panic!("ApiVersions v3 to broker {upstream}: {e}"));
+        assert_eq!(resp.error_code, 0, "ApiVersions v3 to broker {upstream}");
+        *lock(&self.inner.finalized) = Some((resp.finalized_features_epoch, resp.finalized_features));
+    }
 }
 
 /// Whether `KAFKA_GROUP_CHAOS_VERBOSE` asks for each reset on stderr.
@@ -503,6 +522,9 @@ struct Inner {
     resets: AtomicU64,
     /// The killer thread and its stop flag, while [`Proxy::kill_connections`] is on.
     killer: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
+    /// The finalized features (epoch, features) ApiVersions v3+ announces, once
+    /// [`Proxy::relay_finalized_features`] took them from the real broker; none before.
+    finalized: Mutex<Option<(i64, Vec<FinalizedFeatureKey>)>>,
 }
 
 /// A poisoned lock only means another relay thread panicked; the data is still usable.
@@ -966,13 +988,16 @@ impl Inner {
                     ..Default::default()
                 })
                 .collect();
-            (
-                ApiVersionsResponse {
-                    api_keys,
-                    ..Default::default()
-                },
-                version,
-            )
+            let mut resp = ApiVersionsResponse {
+                api_keys,
+                ..Default::default()
+            };
+            // Tagged fields of v3+ only.
+            if let Some((epoch, features)) = lock(&self.finalized).clone().filter(|_| version >= 3) {
+                resp.finalized_features_epoch = epoch;
+                resp.finalized_features = features;
+            }
+            (resp, version)
         } else {
             // KIP-511: a version the broker does not know gets a v0 answer carrying the error and
             // the ApiVersions range, so the client can retry at a version both sides have.
