@@ -14,12 +14,11 @@ use crate::error::{Error, Result};
 use crate::group::metrics::Metrics;
 use crate::group::poll_timer::{PollClock, PollTimer};
 use crate::net::link::{Link, Purpose};
-use crate::net::Interrupter;
 use crate::protocol::messages::ConsumerGroupHeartbeatResponse;
+use crate::worker::{Stop, Worker};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What the member's thread and the heartbeat thread share, under one lock.
@@ -37,14 +36,8 @@ pub(crate) struct Shared {
     pub(crate) last_error: Option<Error>,
     /// When the next heartbeat is due.
     next: Instant,
-    stop: bool,
     /// Test hook: no heartbeat goes out while set, as if the process hung.
     pub(crate) frozen: bool,
-    /// The socket of the heartbeat in flight, shut down by a stop.
-    socket: Option<Interrupter>,
-    /// Whether the thread is in a step a stop cannot cut short (a coordinator lookup, a
-    /// connect): a stop does not wait for it.
-    uninterruptible: bool,
 }
 
 #[derive(Debug)]
@@ -60,8 +53,7 @@ pub(crate) struct HeartbeatThread {
     /// A token whenever steps were queued or the membership changed phase.
     pub(crate) notices: Receiver<()>,
     /// Disconnected once the thread has ended.
-    done: Receiver<()>,
-    thread: Option<JoinHandle<()>>,
+    thread: Worker,
 }
 
 impl HeartbeatThread {
@@ -87,18 +79,22 @@ impl HeartbeatThread {
                 coordinator,
                 last_error: None,
                 next: Instant::now(),
-                stop: false,
                 frozen: false,
-                socket: None,
-                uninterruptible: false,
             }),
             wake: Condvar::new(),
         });
         // One token is enough: the member drains everything queued when it wakes.
         let (notice_tx, notices) = crossbeam_channel::bounded(1);
-        let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
-        let worker = Worker {
+        // The thread waits on the condition variable, checking the stop under the lock: taking
+        // it to notify makes sure the wake-up cannot fall between the check and the wait.
+        let woken = inner.clone();
+        let stop = Arc::new(Stop::with_waker(move || {
+            let _held = lock(&woken.shared);
+            woken.wake.notify_all();
+        }));
+        let body = Heartbeats {
             inner: inner.clone(),
+            stop: stop.clone(),
             client,
             group: group.clone(),
             retry_backoff,
@@ -108,18 +104,13 @@ impl HeartbeatThread {
             poll_clock: poll.0,
             poll_timer: poll.1,
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("kafka-cghb-{group}"))
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let _done = done_tx;
-                worker.run()
-            })?;
+        let thread = Worker::spawn(format!("kafka-cghb-{group}"), Some(256 * 1024), stop, move || {
+            body.run()
+        })?;
         Ok(HeartbeatThread {
             inner,
             notices,
-            done,
-            thread: Some(thread),
+            thread,
         })
     }
 
@@ -151,45 +142,17 @@ impl HeartbeatThread {
         }
     }
 
-    /// Stops the thread and waits for it, at most `bound`; a heartbeat in flight is cut off. A
-    /// thread in a step nothing can cut short (a coordinator lookup, a connect) is not waited
-    /// for: it ends by itself when the step does, sending nothing more.
+    /// Stops the thread and waits for it, at most `bound` (see [`Worker::shutdown`]): a
+    /// heartbeat in flight is cut off, and a thread in a coordinator lookup or a connect is not
+    /// waited for (it ends by itself when the step does, sending nothing more).
     pub(crate) fn shutdown(&mut self, bound: Duration) {
-        let uninterruptible = {
-            let mut shared = self.lock();
-            shared.stop = true;
-            if let Some(s) = shared.socket.as_ref() {
-                s.interrupt();
-            }
-            shared.uninterruptible
-        };
-        self.inner.wake.notify_all();
-        let Some(t) = self.thread.take() else { return };
-        if uninterruptible {
-            log::debug!("consumer-protocol heartbeat thread is connecting; not waiting for it to stop");
-            return;
-        }
-        match self.done.recv_timeout(bound) {
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                log::debug!(
-                    "consumer-protocol heartbeat thread still connecting after {bound:?}; not waiting for it"
-                )
-            }
-            _ => {
-                let _ = t.join();
-            }
-        }
+        self.thread.shutdown(bound);
     }
 }
 
-impl Drop for HeartbeatThread {
-    fn drop(&mut self) {
-        self.shutdown(Duration::from_secs(1));
-    }
-}
-
-struct Worker {
+struct Heartbeats {
     inner: Arc<Inner>,
+    stop: Arc<Stop>,
     client: Client,
     group: String,
     retry_backoff: Duration,
@@ -201,20 +164,11 @@ struct Worker {
     poll_timer: PollTimer,
 }
 
-/// Runs `step`, which a stop cannot cut short, marked as such (see
-/// [`HeartbeatThread::shutdown`]); [`Error::Closed`] if stopped before or during it.
-fn uninterruptible<T>(inner: &Inner, step: impl FnOnce() -> Result<T>) -> Result<T> {
-    {
-        let mut shared = lock(&inner.shared);
-        if shared.stop {
-            return Err(Error::Closed);
-        }
-        shared.uninterruptible = true;
-    }
-    let result = step();
-    let mut shared = lock(&inner.shared);
-    shared.uninterruptible = false;
-    if shared.stop {
+/// Runs `step`, which a stop cannot cut short, marked as such (see [`Stop::uninterruptible`]);
+/// [`Error::Closed`] if stopped before or during it.
+fn uninterruptible<T>(stop: &Stop, step: impl FnOnce() -> Result<T>) -> Result<T> {
+    let result = stop.uninterruptible(step).ok_or(Error::Closed)?;
+    if stop.requested() {
         return Err(Error::Closed);
     }
     result
@@ -223,7 +177,7 @@ fn uninterruptible<T>(inner: &Inner, step: impl FnOnce() -> Result<T>) -> Result
 /// Once left, the thread only waits for its stop; this long between needless wake-ups.
 const IDLE: Duration = Duration::from_secs(3600);
 
-impl Worker {
+impl Heartbeats {
     fn run(mut self) {
         loop {
             let Some((hb, coordinator)) = self.next_heartbeat() else {
@@ -248,7 +202,7 @@ impl Worker {
     fn next_heartbeat(&self) -> Option<(Heartbeat, Option<Broker>)> {
         let mut shared = lock(&self.inner.shared);
         loop {
-            if shared.stop {
+            if self.stop.requested() {
                 return None;
             }
             let now = Instant::now();
@@ -316,10 +270,10 @@ impl Worker {
         hb: &Heartbeat,
     ) -> Result<(Broker, ConsumerGroupHeartbeatResponse)> {
         let deadline = crate::deadline::after(self.client.connection_config().request_timeout);
-        let inner = &self.inner;
+        let stop = &self.stop;
         let broker = match coordinator {
             Some(b) => b,
-            None => uninterruptible(inner, || self.client.lookup_coordinator_by(&self.group, deadline))?,
+            None => uninterruptible(stop, || self.client.lookup_coordinator_by(&self.group, deadline))?,
         };
         let link = self.link.get_or_insert_with(|| {
             let mut link = self.client.link(Purpose::Coordinator, broker.addr());
@@ -328,24 +282,22 @@ impl Worker {
         });
         // A no-op for the same address; another coordinator starts with its own backoff.
         link.retarget(&broker.addr());
-        uninterruptible(inner, || link.connect(Some(deadline)))?;
-        {
-            let mut shared = lock(&self.inner.shared);
-            if shared.stop {
-                return Err(Error::Closed);
-            }
-            shared.socket = link.interrupter();
+        uninterruptible(stop, || link.connect(Some(deadline)))?;
+        stop.watch(Some(link));
+        if stop.requested() {
+            stop.watch(None);
+            return Err(Error::Closed);
         }
         let group = self.group.clone();
         let result = link.request(Some(deadline), |_| request(&group, hb));
-        lock(&self.inner.shared).socket = None;
+        stop.watch(None);
         Ok((broker, result?))
     }
 
     /// Applies what a heartbeat got; `false` once the thread is to stop.
     fn apply(&mut self, result: Result<(Broker, ConsumerGroupHeartbeatResponse)>, sent: Instant) -> bool {
         let mut shared = lock(&self.inner.shared);
-        if shared.stop {
+        if self.stop.requested() {
             return false;
         }
         let now = Instant::now();
