@@ -726,6 +726,9 @@ mod tests {
     use crate::{ProducerRecord, Resource};
 
     const CALL: Duration = Duration::from_secs(10);
+    /// Long enough that a batch sent after this answer was read is told apart from one sent
+    /// before it on a loaded machine; far below `CALL`.
+    const SLOW_ANSWER: Duration = Duration::from_secs(2);
 
     /// Broker 0 leads topic `t` (2 partitions), coordinates every key, hands out producer id
     /// 7 (epoch 1, then one higher per InitProducerId), adds every partition and ends every
@@ -1121,6 +1124,103 @@ mod tests {
         };
         assert_eq!((header(0).producer_epoch, header(0).base_sequence), (1, 0));
         assert_eq!((header(1).producer_epoch, header(1).base_sequence), (2, 0));
+    }
+
+    #[test]
+    fn after_end_txn_v2s_new_epoch_five_batches_of_a_partition_go_out_before_the_first_answer() {
+        let script = script();
+        script.feature("transaction.version", 2);
+        script.on::<EndTxnRequest>(|_, _| {
+            Answer::Reply(EndTxnResponse {
+                producer_id: 7,
+                producer_epoch: 2,
+                ..Default::default()
+            })
+        });
+        // The first Produce of the second epoch is answered late; the handler notes, for each
+        // later one, whether it came before that answer could be read.
+        let first_answer_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+        let before_first_answer: Arc<std::sync::Mutex<Vec<bool>>> = Arc::default();
+        let (at, before) = (Arc::clone(&first_answer_at), Arc::clone(&before_first_answer));
+        script.on::<ProduceRequest>(move |req, _| {
+            let part = &req.topic_data[0].partition_data[0];
+            let batch = part.records.clone().unwrap();
+            let header = records::decode(&batch, &records::DecodeLimits::default())
+                .unwrap()
+                .batches[0];
+            let answer = ProduceResponse {
+                responses: vec![TopicProduceResponse {
+                    name: req.topic_data[0].name.clone(),
+                    partition_responses: vec![PartitionProduceResponse {
+                        index: part.index,
+                        base_offset: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            if header.producer_epoch < 2 {
+                return Answer::Reply(answer);
+            }
+            let mut at = at.lock().unwrap();
+            match *at {
+                None => {
+                    *at = Some(crate::deadline::after(SLOW_ANSWER));
+                    Answer::Delayed(SLOW_ANSWER, answer)
+                }
+                Some(t) => {
+                    before.lock().unwrap().push(Instant::now() < t);
+                    Answer::Reply(answer)
+                }
+            }
+        });
+        let mut p = script
+            .client(
+                Client::builder()
+                    .bootstrap_servers("b0:9092")
+                    .retry_backoff(Duration::from_millis(1)),
+            )
+            .unwrap()
+            .producer()
+            .transactional_id("tx")
+            .linger(Duration::ZERO)
+            // One record a batch.
+            .batch_size(1)
+            .build()
+            .unwrap();
+        p.init_transactions(CALL).unwrap();
+        // The first epoch writes the partition (one batch at a time until its first answer).
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "a").partition(0)).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        for v in ["b", "c", "d", "e", "f"] {
+            p.send(ProducerRecord::new("t", v).partition(0)).unwrap();
+        }
+        p.commit_transaction(CALL).unwrap();
+        let before = before_first_answer.lock().unwrap().clone();
+        assert_eq!(
+            before,
+            vec![true; 4],
+            "the 4 batches after the first of the new epoch were sent before its answer"
+        );
+        let produced = script.requests::<ProduceRequest>();
+        let sequences: Vec<(i16, i32)> = produced
+            .iter()
+            .map(|r| {
+                let batch = r.topic_data[0].partition_data[0].records.clone().unwrap();
+                let h = records::decode(&batch, &records::DecodeLimits::default())
+                    .unwrap()
+                    .batches[0];
+                (h.producer_epoch, h.base_sequence)
+            })
+            .collect();
+        assert_eq!(
+            sequences,
+            vec![(1, 0), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4)],
+            "in order, from sequence 0 of the new epoch"
+        );
     }
 
     #[test]
