@@ -206,18 +206,33 @@ impl Accumulator {
         apply_topic(state, t, meta);
     }
 
-    /// Appends `r` to its partition's open batch; returns the partition, whether a batch was
-    /// closed (so a request is due) and the record's handle.
+    /// [`append_to`](Self::append_to) with the record's own topic.
+    #[cfg(test)]
     pub(super) fn append(
         &mut self,
+        mut r: ProducerRecord,
+        size: usize,
+        now: Instant,
+    ) -> Result<(i32, bool, DeliveryHandle)> {
+        let topic = std::mem::take(&mut r.topic);
+        self.append_to(&topic, r, size, now)
+    }
+
+    /// Appends `r` to the open batch of its partition of `topic`; returns the partition,
+    /// whether a batch was closed (so a request is due) and the record's handle. The record's
+    /// own topic is ignored: the caller took the name out, to use it afterwards without a
+    /// copy.
+    pub(super) fn append_to(
+        &mut self,
+        topic: &str,
         r: ProducerRecord,
         size: usize,
         now: Instant,
     ) -> Result<(i32, bool, DeliveryHandle)> {
-        let t = self.topics.get_mut(&r.topic).ok_or_else(|| Error::Kafka {
+        let t = self.topics.get_mut(topic).ok_or_else(|| Error::Kafka {
             api: ApiKey::Metadata,
             code: KafkaCode::UnknownTopicOrPartition,
-            message: Some(format!("topic {} has no metadata", r.topic)),
+            message: Some(format!("topic {topic} has no metadata")),
         })?;
         let count = t.leaders.len() as i32;
         let mut p = match (r.partition, &r.key) {
@@ -227,8 +242,7 @@ impl Accumulator {
                     api: ApiKey::Produce,
                     code: KafkaCode::UnknownTopicOrPartition,
                     message: Some(format!(
-                        "partition {p} of topic {} does not exist (it has {count})",
-                        r.topic
+                        "partition {p} of topic {topic} does not exist (it has {count})"
                     )),
                 })
             }
@@ -257,7 +271,7 @@ impl Accumulator {
         if !(0..count).contains(&p) {
             // Only reachable with a topic of no partitions, which add_topic never registers.
             return Err(Error::NoLeader {
-                partition: TopicPartition::new(r.topic, p),
+                partition: TopicPartition::new(topic, p),
             });
         }
         let queue = t.queues.entry(p).or_default();
@@ -269,11 +283,7 @@ impl Accumulator {
                     closed = true;
                 }
                 self.next_id += 1;
-                queue.push_back(Batch::new(
-                    TopicPartition::new(r.topic.as_str(), p),
-                    self.next_id,
-                    now,
-                ));
+                queue.push_back(Batch::new(TopicPartition::new(topic, p), self.next_id, now));
                 queue.back_mut().ok_or(Error::Closed)?
             }
         };

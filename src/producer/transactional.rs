@@ -7,7 +7,7 @@
 //! the transaction where it was, so calling it again continues.
 
 use super::idempotence::{ProducerIdEpoch, Sequences, MAX_IN_FLIGHT};
-use super::state::Shared;
+use super::state::{Shared, State};
 use super::transaction::{self, react, Call, Phase, Reaction};
 use super::Producer;
 use crate::authorization::Scope;
@@ -282,8 +282,7 @@ impl Producer {
 
     /// The transactional producer's state check for `call`.
     pub(super) fn check(&self, call: Call) -> Result<()> {
-        let st = self.shared.lock();
-        st.txn.as_ref().ok_or_else(not_transactional(call))?.check(call)
+        check_in(&self.shared.lock(), call)
     }
 
     fn set_phase(&self, phase: Phase) {
@@ -605,6 +604,11 @@ impl Producer {
             cause,
         }
     }
+}
+
+/// The transactional producer's state check for `call`, under the lock the caller holds.
+pub(super) fn check_in(st: &State, call: Call) -> Result<()> {
+    st.txn.as_ref().ok_or_else(not_transactional(call))?.check(call)
 }
 
 /// The error of a transactional call on a producer without `transactional.id`.
@@ -1221,6 +1225,36 @@ mod tests {
             vec![(1, 0), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4)],
             "in order, from sequence 0 of the new epoch"
         );
+    }
+
+    #[test]
+    fn a_send_to_a_known_topic_takes_the_shared_lock_once() {
+        let script = script();
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        // The topic's metadata and the partition's place in the transaction come first.
+        p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        let before = super::super::state::locks_taken();
+        p.send(ProducerRecord::new("t", "w").partition(0)).unwrap();
+        assert_eq!(
+            super::super::state::locks_taken() - before,
+            1,
+            "the state check, the topic lookup and the append under one lock"
+        );
+        p.commit_transaction(CALL).unwrap();
+        // The idempotent producer's send too.
+        let mut p = script
+            .client(Client::builder().bootstrap_servers("b0:9092"))
+            .unwrap()
+            .producer()
+            .build()
+            .unwrap();
+        p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        let before = super::super::state::locks_taken();
+        p.send(ProducerRecord::new("t", "w").partition(0)).unwrap();
+        assert_eq!(super::super::state::locks_taken() - before, 1);
+        p.flush().unwrap();
     }
 
     #[test]
