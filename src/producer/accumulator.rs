@@ -24,7 +24,10 @@ pub(super) const BATCH_OVERHEAD: usize = records::BATCH_HEADER;
 /// Records for one partition that go out together as one record batch.
 #[derive(Debug)]
 pub(super) struct Batch {
-    pub(super) records: Vec<NewRecord>,
+    /// Shared with the broker thread that encodes it ([`Taken::records`]): taking a batch
+    /// for sending copies no record, under the lock every `send` needs. Appended to only
+    /// while no one else holds it (the batch is open, so it was never taken).
+    pub(super) records: Arc<Vec<NewRecord>>,
     /// Estimated size, see [`ProducerRecord::size`].
     pub(super) bytes: usize,
     pub(super) created: Instant,
@@ -57,7 +60,7 @@ impl Batch {
             in_flight: false,
             id,
             delivery: BatchDelivery::new(partition),
-            records: Vec::new(),
+            records: Arc::default(),
             bytes: BATCH_OVERHEAD,
             created: now,
             closed: false,
@@ -143,8 +146,8 @@ pub(super) struct Taken {
     pub(super) tp: TopicPartition,
     /// The batch's id in its partition's queue.
     pub(super) id: u64,
-    /// The records, to encode (cheap clones of shared bytes).
-    pub(super) records: Vec<NewRecord>,
+    /// The records, to encode: the batch's own, shared.
+    pub(super) records: Arc<Vec<NewRecord>>,
     /// The bytes an earlier attempt sent, with their magic: a retry sends exactly those.
     pub(super) encoded: Option<(i8, Bytes)>,
     /// The producer header `encoded` carries (idempotence).
@@ -291,7 +294,7 @@ impl Accumulator {
         let timestamp = r.timestamp.unwrap_or_else(records::now_ms);
         // A batch holds at most i32::MAX records on the wire, far below what memory allows.
         let handle = open.delivery.handle(open.records.len() as u32, timestamp);
-        open.records.push(NewRecord {
+        Arc::make_mut(&mut open.records).push(NewRecord {
             key: r.key,
             value: r.value,
             headers: r.headers,
@@ -384,7 +387,7 @@ impl Accumulator {
                 taken.push(Taken {
                     tp: TopicPartition::new(name.clone(), i),
                     id: b.id,
-                    records: b.records.clone(),
+                    records: Arc::clone(&b.records),
                     encoded: b.encoded.clone(),
                     encoded_stamp: b.encoded_stamp,
                     numbered: b.stamp.is_some(),
@@ -427,7 +430,7 @@ impl Accumulator {
         let mut whole = queue.remove(at)?;
         let sizes: Vec<usize> = whole.records.iter().map(queued_size).collect();
         let k = split_point(&sizes);
-        let second_records = whole.records.split_off(k);
+        let second_records = Arc::new(Arc::make_mut(&mut whole.records).split_off(k));
         let first_bytes: usize = sizes[..k].iter().sum();
         // The pieces hold exactly what the whole held of buffer.memory, estimate or not.
         let second_bytes = whole.record_bytes().saturating_sub(first_bytes);
@@ -898,6 +901,27 @@ mod tests {
         acc.update(&metadata("t", &[1, 7]));
         assert_eq!(acc.topics["t"].leaders[1], -1);
         assert_eq!(acc.topics["t"].available, vec![0]);
+    }
+
+    #[test]
+    fn a_batch_taken_for_sending_shares_its_records_with_the_queue() {
+        let mut acc = acc_with("t", &[1], 1 << 20);
+        for v in ["a", "b", "c"] {
+            append(&mut acc, rec("t", None, v));
+        }
+        let due = Ready {
+            linger: Duration::ZERO,
+            all: false,
+        };
+        let (taken, _) = acc.take_ready(1, Instant::now(), due, 5, &|_, _| true);
+        let queued = &acc.topics["t"].queues[&0][0];
+        // Taking happens under the lock every send needs: no record is copied there.
+        assert!(Arc::ptr_eq(&taken[0].records, &queued.records));
+        assert_eq!(taken[0].records.len(), 3);
+        // A later record goes to a new batch; the one taken is unchanged.
+        append(&mut acc, rec("t", None, "d"));
+        assert_eq!(taken[0].records.len(), 3);
+        assert_eq!(acc.topics["t"].queues[&0][1].records.len(), 1);
     }
 
     #[test]
