@@ -1228,6 +1228,28 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_sends_what_is_pending_at_once_whatever_linger_says() {
+        let script = script();
+        let mut p = script
+            .client(Client::builder().bootstrap_servers("b0:9092"))
+            .unwrap()
+            .producer()
+            .transactional_id("tx")
+            // Far beyond the commit's own bound: only a commit that ignores it can succeed.
+            .linger(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        p.init_transactions(CALL).unwrap();
+        for _ in 0..2 {
+            p.begin_transaction().unwrap();
+            let h = p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+            p.commit_transaction(CALL).unwrap();
+            assert!(h.wait().is_ok());
+        }
+        assert_eq!(script.requests::<EndTxnRequest>().len(), 2);
+    }
+
+    #[test]
     fn a_send_to_a_known_topic_takes_the_shared_lock_once() {
         let script = script();
         let mut p = producer(&script);
