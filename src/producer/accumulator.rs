@@ -25,7 +25,10 @@ pub(super) const BATCH_OVERHEAD: usize = records::BATCH_HEADER;
 /// Records for one partition that go out together as one record batch.
 #[derive(Debug)]
 pub(super) struct Batch {
-    pub(super) records: Vec<NewRecord>,
+    /// Shared with the broker thread that encodes it ([`Taken::records`]): taking a batch
+    /// for sending copies no record, under the lock every `send` needs. Appended to only
+    /// while no one else holds it (the batch is open, so it was never taken).
+    pub(super) records: Arc<Vec<NewRecord>>,
     /// Estimated size, see [`ProducerRecord::size`].
     pub(super) bytes: usize,
     pub(super) created: Instant,
@@ -58,7 +61,7 @@ impl Batch {
             in_flight: false,
             id,
             delivery: BatchDelivery::new(partition),
-            records: Vec::new(),
+            records: Arc::default(),
             bytes: BATCH_OVERHEAD,
             created: now,
             closed: false,
@@ -147,8 +150,8 @@ pub(super) struct Taken {
     pub(super) tp: TopicPartition,
     /// The batch's id in its partition's queue.
     pub(super) id: u64,
-    /// The records, to encode (cheap clones of shared bytes).
-    pub(super) records: Vec<NewRecord>,
+    /// The records, to encode: the batch's own, shared.
+    pub(super) records: Arc<Vec<NewRecord>>,
     /// The bytes an earlier attempt sent, with their magic: a retry sends exactly those.
     pub(super) encoded: Option<(i8, Bytes)>,
     /// The producer header `encoded` carries (idempotence).
@@ -210,18 +213,33 @@ impl Accumulator {
         apply_topic(state, t, meta);
     }
 
-    /// Appends `r` to its partition's open batch; returns the partition, whether a batch was
-    /// closed (so a request is due) and the record's handle.
+    /// [`append_to`](Self::append_to) with the record's own topic.
+    #[cfg(test)]
     pub(super) fn append(
         &mut self,
+        mut r: ProducerRecord,
+        size: usize,
+        now: Instant,
+    ) -> Result<(i32, bool, DeliveryHandle)> {
+        let topic = std::mem::take(&mut r.topic);
+        self.append_to(&topic, r, size, now)
+    }
+
+    /// Appends `r` to the open batch of its partition of `topic`; returns the partition,
+    /// whether a batch was closed (so a request is due) and the record's handle. The record's
+    /// own topic is ignored: the caller took the name out, to use it afterwards without a
+    /// copy.
+    pub(super) fn append_to(
+        &mut self,
+        topic: &str,
         r: ProducerRecord,
         size: usize,
         now: Instant,
     ) -> Result<(i32, bool, DeliveryHandle)> {
-        let t = self.topics.get_mut(&r.topic).ok_or_else(|| Error::Kafka {
+        let t = self.topics.get_mut(topic).ok_or_else(|| Error::Kafka {
             api: ApiKey::Metadata,
             code: KafkaCode::UnknownTopicOrPartition,
-            message: Some(format!("topic {} has no metadata", r.topic)),
+            message: Some(format!("topic {topic} has no metadata")),
         })?;
         let count = t.leaders.len() as i32;
         let mut p = match (r.partition, &r.key) {
@@ -231,8 +249,7 @@ impl Accumulator {
                     api: ApiKey::Produce,
                     code: KafkaCode::UnknownTopicOrPartition,
                     message: Some(format!(
-                        "partition {p} of topic {} does not exist (it has {count})",
-                        r.topic
+                        "partition {p} of topic {topic} does not exist (it has {count})"
                     )),
                 })
             }
@@ -270,7 +287,7 @@ impl Accumulator {
         if !(0..count).contains(&p) {
             // Only reachable with a topic of no partitions, which add_topic never registers.
             return Err(Error::NoLeader {
-                partition: TopicPartition::new(r.topic, p),
+                partition: TopicPartition::new(topic, p),
             });
         }
         let queue = t.queues.entry(p).or_default();
@@ -282,11 +299,7 @@ impl Accumulator {
                     closed = true;
                 }
                 self.next_id += 1;
-                queue.push_back(Batch::new(
-                    TopicPartition::new(r.topic.as_str(), p),
-                    self.next_id,
-                    now,
-                ));
+                queue.push_back(Batch::new(TopicPartition::new(topic, p), self.next_id, now));
                 queue.back_mut().ok_or(Error::Closed)?
             }
         };
@@ -294,7 +307,7 @@ impl Accumulator {
         let timestamp = r.timestamp.unwrap_or_else(records::now_ms);
         // A batch holds at most i32::MAX records on the wire, far below what memory allows.
         let handle = open.delivery.handle(open.records.len() as u32, timestamp);
-        open.records.push(NewRecord {
+        Arc::make_mut(&mut open.records).push(NewRecord {
             key: r.key,
             value: r.value,
             headers: r.headers,
@@ -387,7 +400,7 @@ impl Accumulator {
                 taken.push(Taken {
                     tp: TopicPartition::new(name.clone(), i),
                     id: b.id,
-                    records: b.records.clone(),
+                    records: Arc::clone(&b.records),
                     encoded: b.encoded.clone(),
                     encoded_stamp: b.encoded_stamp,
                     numbered: b.stamp.is_some(),
@@ -430,7 +443,7 @@ impl Accumulator {
         let mut whole = queue.remove(at)?;
         let sizes: Vec<usize> = whole.records.iter().map(queued_size).collect();
         let k = split_point(&sizes);
-        let second_records = whole.records.split_off(k);
+        let second_records = Arc::new(Arc::make_mut(&mut whole.records).split_off(k));
         let first_bytes: usize = sizes[..k].iter().sum();
         // The pieces hold exactly what the whole held of buffer.memory, estimate or not.
         let second_bytes = whole.record_bytes().saturating_sub(first_bytes);
@@ -931,6 +944,27 @@ mod tests {
         acc.update(&metadata("t", &[1, 7]));
         assert_eq!(acc.topics["t"].leaders[1], -1);
         assert_eq!(acc.topics["t"].available, vec![0]);
+    }
+
+    #[test]
+    fn a_batch_taken_for_sending_shares_its_records_with_the_queue() {
+        let mut acc = acc_with("t", &[1], 1 << 20);
+        for v in ["a", "b", "c"] {
+            append(&mut acc, rec("t", None, v));
+        }
+        let due = Ready {
+            linger: Duration::ZERO,
+            all: false,
+        };
+        let (taken, _) = acc.take_ready(1, Instant::now(), due, 5, &|_, _| true);
+        let queued = &acc.topics["t"].queues[&0][0];
+        // Taking happens under the lock every send needs: no record is copied there.
+        assert!(Arc::ptr_eq(&taken[0].records, &queued.records));
+        assert_eq!(taken[0].records.len(), 3);
+        // A later record goes to a new batch; the one taken is unchanged.
+        append(&mut acc, rec("t", None, "d"));
+        assert_eq!(taken[0].records.len(), 3);
+        assert_eq!(acc.topics["t"].queues[&0][1].records.len(), 1);
     }
 
     #[test]

@@ -497,6 +497,11 @@ struct Partition {
     view: PartitionView,
     /// Batches with a sequence, in sequence order.
     in_flight: Vec<InFlight>,
+    /// A batch of this producer id was written under an earlier epoch
+    /// ([`Sequences::reset`]): the broker holds the producer's state for the partition and
+    /// refuses a new epoch's batch that does not start at sequence 0, so a later batch cannot
+    /// be written ahead of the first.
+    known_to_broker: bool,
 }
 
 impl Partition {
@@ -506,7 +511,15 @@ impl Partition {
             next: 0,
             view: PartitionView::default(),
             in_flight: Vec::new(),
+            known_to_broker: false,
         }
+    }
+
+    /// Whether a batch of the producer id was written here (under any epoch).
+    fn written(&self) -> bool {
+        self.known_to_broker
+            || self.view.last_acked_sequence.is_some()
+            || self.view.last_acked_offset.is_some()
     }
 
     /// Renumbers the in-flight batches from 0 under `producer` (after an epoch bump).
@@ -664,8 +677,18 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
     /// whose coordinator handed out a new epoch (InitProducerId after an abort, or an EndTxn
     /// that bumped it) starts every partition at sequence 0. Only with nothing in flight.
     pub(crate) fn reset(&mut self, producer: ProducerIdEpoch) {
+        let same_id = producer.id == self.producer.id;
+        // A partition where a batch of this producer id was written keeps that knowledge: the
+        // broker holds the producer's state there, so it refuses a batch of the new epoch
+        // that does not start at sequence 0, and the partition may pipeline from the start.
+        self.partitions.retain(|_, p| same_id && p.written());
+        for p in self.partitions.values_mut() {
+            *p = Partition {
+                known_to_broker: true,
+                ..Partition::new(producer)
+            };
+        }
         self.producer = producer;
-        self.partitions.clear();
         self.bump_for.clear();
         self.gap = false;
     }
@@ -904,16 +927,20 @@ impl<K: Hash + Eq + Clone> Sequences<K> {
         }
     }
 
-    /// Whether `tp` may have more than one batch in flight: only once the broker has written
-    /// one of its batches under the current numbering. A broker that has no state for the
-    /// producer on a partition takes its first batch whatever the sequence (the state may have
-    /// gone with retention), so if the first batch failed (a leader not yet elected on a new
-    /// topic) while the second was in flight, the second would be written first and the
-    /// first refused for ever after. One batch until the first answer closes that hole.
+    /// Whether `tp` may have more than one batch in flight: once the broker has written one of
+    /// its batches under the current numbering, or (after [`reset`](Self::reset) to a new
+    /// epoch) one of the producer id's batches under an earlier epoch. A broker that has no
+    /// state for the producer on a partition takes its first batch whatever the sequence (the
+    /// state may have gone with retention), so if the first batch failed (a leader not yet
+    /// elected on a new topic) while the second was in flight, the second would be written
+    /// first and the first refused for ever after. One batch until the first answer closes
+    /// that hole. A broker that holds the producer's state refuses a new epoch's batch that
+    /// does not start at sequence 0, so there is no hole to close: a transactional producer,
+    /// whose epoch changes at every end under protocol v2, keeps its batches pipelined.
     pub(crate) fn may_pipeline(&self, tp: &K) -> bool {
-        self.partitions
-            .get(tp)
-            .is_some_and(|p| p.producer == self.producer && p.view.last_acked_sequence.is_some())
+        self.partitions.get(tp).is_some_and(|p| {
+            p.producer == self.producer && (p.view.last_acked_sequence.is_some() || p.known_to_broker)
+        })
     }
 
     #[cfg(test)]
@@ -995,6 +1022,40 @@ mod tests {
         );
         assert!(seq.bump_required());
         seq.bump_epoch();
+        assert!(!seq.may_pipeline(&"t-0"));
+    }
+
+    #[test]
+    fn after_a_new_epoch_a_partition_the_broker_knows_pipelines_from_sequence_0() {
+        let mut seq: Sequences<&str> = Sequences::transactional();
+        let first = ProducerIdEpoch { id: 3, epoch: 1 };
+        seq.reset(first);
+        let written = seq.next_batch(&"t-0", 1, 10).unwrap();
+        let mut ok = answer(KafkaCode::None);
+        ok.base_offset = 0;
+        seq.on_answer(&"t-0", 1, written, &ok);
+        // Sent under the first epoch, never answered: the broker holds no state of it.
+        seq.next_batch(&"t-1", 2, 10).unwrap();
+        seq.give_up(&"t-1", 2);
+        // The transaction ends with a new epoch (protocol v2's EndTxn, or a bump after an abort).
+        let second = ProducerIdEpoch { id: 3, epoch: 2 };
+        seq.reset(second);
+        // The broker refuses a new epoch's batch that does not start at sequence 0 once it
+        // holds the producer's state for the partition: sequences 0.. may all be in flight.
+        assert!(seq.may_pipeline(&"t-0"));
+        for (id, base) in (10..15).zip((0..).step_by(10)) {
+            let stamp = seq.next_batch(&"t-0", id, 10).unwrap();
+            assert_eq!((stamp.epoch, stamp.base_sequence), (2, base));
+            assert!(seq.may_pipeline(&"t-0"));
+        }
+        assert_eq!(seq.next_batch(&"t-0", 15, 10), Err(Hold::InFlightFull));
+        // A partition the broker may hold nothing for takes a later sequence first: one batch
+        // until the first is written.
+        seq.next_batch(&"t-1", 20, 10).unwrap();
+        assert!(!seq.may_pipeline(&"t-1"));
+        assert!(!seq.may_pipeline(&"t-2"));
+        // A new producer id is unknown to every partition.
+        seq.reset(ProducerIdEpoch { id: 4, epoch: 0 });
         assert!(!seq.may_pipeline(&"t-0"));
     }
 

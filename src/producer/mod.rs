@@ -253,14 +253,18 @@ impl Producer {
     /// naming `max.block.ms`, the connection's error as its cause), `buffer.memory` full for
     /// `max.block.ms` ([`Error::BufferFull`]). Java
     /// reports these through the future; rdkafka, like this call, at once.
-    pub fn send(&mut self, record: ProducerRecord) -> Result<DeliveryHandle> {
-        if self.settings.config.transactional_id.is_some() {
-            self.check(transaction::Call::Send)?;
-        }
+    pub fn send(&mut self, mut record: ProducerRecord) -> Result<DeliveryHandle> {
+        let transactional = self.settings.config.transactional_id.is_some();
         let size = record.size();
         let config = &self.settings.config;
         let (max_request_size, buffer_memory, max_block) =
             (config.max_request_size, config.buffer_memory, config.max_block);
+        // One lock for the state check, the topic lookup and the append, when the topic is
+        // known and there is room: a send is on every record's path.
+        let mut st = self.shared.lock();
+        if transactional {
+            transactional::check_in(&st, transaction::Call::Send)?;
+        }
         if size + SINGLE_BATCH_OVERHEAD > max_request_size {
             return Err(Error::RecordTooLarge {
                 topic: record.topic,
@@ -277,14 +281,17 @@ impl Producer {
                 property: "buffer.memory",
             });
         }
-        let known = self.shared.lock().acc.topics.contains_key(&record.topic);
-        if !known {
+        // Whether the lock was let go since the state check (which must then be made again).
+        let mut unlocked = false;
+        if !st.acc.topics.contains_key(&record.topic) {
+            drop(st);
             // Before any request: a name Kafka cannot have would only come back as a broker
             // error after max.block.ms of metadata retries.
             crate::names::check_topic("ProducerRecord::topic", &record.topic)?;
             self.add_topic(&record.topic)?;
+            st = self.shared.lock();
+            unlocked = true;
         }
-        let mut st = self.shared.lock();
         if st.acc.buffered + size > buffer_memory {
             let deadline = crate::deadline::after(max_block);
             while st.acc.buffered + size > buffer_memory {
@@ -297,17 +304,23 @@ impl Producer {
                 }
                 st = self.shared.wait(&self.shared.settled, st, left);
             }
+            unlocked = true;
         }
-        let topic = st.txn.is_some().then(|| record.topic.clone());
-        let (partition, closed, handle) = st.acc.append(record, size, Instant::now())?;
+        if transactional && unlocked {
+            // A batch that failed meanwhile may have made the transaction abortable.
+            transactional::check_in(&st, transaction::Call::Send)?;
+        }
+        let topic = std::mem::take(&mut record.topic);
+        let (partition, closed, handle) = st.acc.append_to(&topic, record, size, Instant::now())?;
         // Under the lock the append took: no broker thread sends the batch before the
-        // partition is known to need adding to the transaction.
-        let add = match (topic, st.txn.as_mut()) {
-            (Some(topic), Some(txn)) => {
-                txn.add_partition(&crate::group::TopicPartition::new(topic, partition))
-            }
-            _ => false,
-        };
+        // partition is known to need adding to the transaction. Only a batch's first record
+        // can bring a partition into the transaction: every batch of a transaction is created
+        // in it, as commit and abort settle them all before the next begins.
+        let add = handle.is_first()
+            && st
+                .txn
+                .as_mut()
+                .is_some_and(|txn| txn.add_partition(&topic, partition));
         drop(st);
         if add {
             self.shared.work.notify_all();

@@ -51,6 +51,8 @@ impl Shared {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        #[cfg(test)]
+        LOCKS_TAKEN.with(|n| n.set(n.get() + 1));
         crate::client::lock(&self.state)
     }
 
@@ -66,6 +68,19 @@ impl Shared {
             Err(p) => p.into_inner().0,
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread took [`Shared::lock`]: the lock is on every record's path,
+    /// so tests pin how often a call takes it.
+    static LOCKS_TAKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times the calling thread took a producer's shared lock (tests only).
+#[cfg(test)]
+pub(super) fn locks_taken() -> usize {
+    LOCKS_TAKEN.with(std::cell::Cell::get)
 }
 
 /// The producer's progress, under [`Shared::state`].

@@ -287,16 +287,16 @@ impl Transaction {
 
     /// Notes that a record goes to `tp` in this transaction; true if the coordinator must be
     /// told (a partition new to the transaction).
-    pub(crate) fn add_partition(&mut self, tp: &TopicPartition) -> bool {
-        let by_topic = match self.partitions.get_mut(&tp.topic) {
+    pub(crate) fn add_partition(&mut self, topic: &str, partition: i32) -> bool {
+        let by_topic = match self.partitions.get_mut(topic) {
             Some(t) => t,
-            None => self.partitions.entry(tp.topic.clone()).or_default(),
+            None => self.partitions.entry(topic.to_string()).or_default(),
         };
-        if by_topic.contains_key(&tp.partition) {
+        if by_topic.contains_key(&partition) {
             return false;
         }
         // Under protocol v2 the broker adds the partition when its first batch arrives.
-        by_topic.insert(tp.partition, if self.v2 { Added::Yes } else { Added::No });
+        by_topic.insert(partition, if self.v2 { Added::Yes } else { Added::No });
         !self.v2
     }
 
@@ -677,8 +677,9 @@ mod tests {
             TopicPartition::new("a", 1),
             TopicPartition::new("b", 0),
         );
-        assert!(t.add_partition(&a1) && t.add_partition(&a0) && t.add_partition(&b0));
-        assert!(!t.add_partition(&a0), "already in the transaction");
+        let add = |t: &mut Transaction, tp: &TopicPartition| t.add_partition(&tp.topic, tp.partition);
+        assert!(add(&mut t, &a1) && add(&mut t, &a0) && add(&mut t, &b0));
+        assert!(!add(&mut t, &a0), "already in the transaction");
         assert!(!t.may_send("a", 0) && t.has_to_add() && !t.all_added());
         let asked = t.take_to_add();
         assert_eq!(asked, vec![a0.clone(), a1.clone(), b0.clone()]);

@@ -7,7 +7,7 @@
 //! the transaction where it was, so calling it again continues.
 
 use super::idempotence::{ProducerIdEpoch, Sequences, MAX_IN_FLIGHT};
-use super::state::Shared;
+use super::state::{Shared, State};
 use super::transaction::{self, react, Call, Phase, Reaction};
 use super::Producer;
 use crate::authorization::Scope;
@@ -282,8 +282,7 @@ impl Producer {
 
     /// The transactional producer's state check for `call`.
     pub(super) fn check(&self, call: Call) -> Result<()> {
-        let st = self.shared.lock();
-        st.txn.as_ref().ok_or_else(not_transactional(call))?.check(call)
+        check_in(&self.shared.lock(), call)
     }
 
     fn set_phase(&self, phase: Phase) {
@@ -607,6 +606,11 @@ impl Producer {
     }
 }
 
+/// The transactional producer's state check for `call`, under the lock the caller holds.
+pub(super) fn check_in(st: &State, call: Call) -> Result<()> {
+    st.txn.as_ref().ok_or_else(not_transactional(call))?.check(call)
+}
+
 /// The error of a transactional call on a producer without `transactional.id`.
 fn not_transactional(call: Call) -> impl FnOnce() -> Error {
     move || Error::TransactionState {
@@ -726,6 +730,9 @@ mod tests {
     use crate::{ProducerRecord, Resource};
 
     const CALL: Duration = Duration::from_secs(10);
+    /// Long enough that a batch sent after this answer was read is told apart from one sent
+    /// before it on a loaded machine; far below `CALL`.
+    const SLOW_ANSWER: Duration = Duration::from_secs(2);
 
     /// Broker 0 leads topic `t` (2 partitions), coordinates every key, hands out producer id
     /// 7 (epoch 1, then one higher per InitProducerId), adds every partition and ends every
@@ -1121,6 +1128,155 @@ mod tests {
         };
         assert_eq!((header(0).producer_epoch, header(0).base_sequence), (1, 0));
         assert_eq!((header(1).producer_epoch, header(1).base_sequence), (2, 0));
+    }
+
+    #[test]
+    fn after_end_txn_v2s_new_epoch_five_batches_of_a_partition_go_out_before_the_first_answer() {
+        let script = script();
+        script.feature("transaction.version", 2);
+        script.on::<EndTxnRequest>(|_, _| {
+            Answer::Reply(EndTxnResponse {
+                producer_id: 7,
+                producer_epoch: 2,
+                ..Default::default()
+            })
+        });
+        // The first Produce of the second epoch is answered late; the handler notes, for each
+        // later one, whether it came before that answer could be read.
+        let first_answer_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+        let before_first_answer: Arc<std::sync::Mutex<Vec<bool>>> = Arc::default();
+        let (at, before) = (Arc::clone(&first_answer_at), Arc::clone(&before_first_answer));
+        script.on::<ProduceRequest>(move |req, _| {
+            let part = &req.topic_data[0].partition_data[0];
+            let batch = part.records.clone().unwrap();
+            let header = records::decode(&batch, &records::DecodeLimits::default())
+                .unwrap()
+                .batches[0];
+            let answer = ProduceResponse {
+                responses: vec![TopicProduceResponse {
+                    name: req.topic_data[0].name.clone(),
+                    partition_responses: vec![PartitionProduceResponse {
+                        index: part.index,
+                        base_offset: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            if header.producer_epoch < 2 {
+                return Answer::Reply(answer);
+            }
+            let mut at = at.lock().unwrap();
+            match *at {
+                None => {
+                    *at = Some(crate::deadline::after(SLOW_ANSWER));
+                    Answer::Delayed(SLOW_ANSWER, answer)
+                }
+                Some(t) => {
+                    before.lock().unwrap().push(Instant::now() < t);
+                    Answer::Reply(answer)
+                }
+            }
+        });
+        let mut p = script
+            .client(
+                Client::builder()
+                    .bootstrap_servers("b0:9092")
+                    .retry_backoff(Duration::from_millis(1)),
+            )
+            .unwrap()
+            .producer()
+            .transactional_id("tx")
+            .linger(Duration::ZERO)
+            // One record a batch.
+            .batch_size(1)
+            .build()
+            .unwrap();
+        p.init_transactions(CALL).unwrap();
+        // The first epoch writes the partition (one batch at a time until its first answer).
+        p.begin_transaction().unwrap();
+        p.send(ProducerRecord::new("t", "a").partition(0)).unwrap();
+        p.commit_transaction(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        for v in ["b", "c", "d", "e", "f"] {
+            p.send(ProducerRecord::new("t", v).partition(0)).unwrap();
+        }
+        p.commit_transaction(CALL).unwrap();
+        let before = before_first_answer.lock().unwrap().clone();
+        assert_eq!(
+            before,
+            vec![true; 4],
+            "the 4 batches after the first of the new epoch were sent before its answer"
+        );
+        let produced = script.requests::<ProduceRequest>();
+        let sequences: Vec<(i16, i32)> = produced
+            .iter()
+            .map(|r| {
+                let batch = r.topic_data[0].partition_data[0].records.clone().unwrap();
+                let h = records::decode(&batch, &records::DecodeLimits::default())
+                    .unwrap()
+                    .batches[0];
+                (h.producer_epoch, h.base_sequence)
+            })
+            .collect();
+        assert_eq!(
+            sequences,
+            vec![(1, 0), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4)],
+            "in order, from sequence 0 of the new epoch"
+        );
+    }
+
+    #[test]
+    fn a_commit_sends_what_is_pending_at_once_whatever_linger_says() {
+        let script = script();
+        let mut p = script
+            .client(Client::builder().bootstrap_servers("b0:9092"))
+            .unwrap()
+            .producer()
+            .transactional_id("tx")
+            // Far beyond the commit's own bound: only a commit that ignores it can succeed.
+            .linger(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        p.init_transactions(CALL).unwrap();
+        for _ in 0..2 {
+            p.begin_transaction().unwrap();
+            let h = p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+            p.commit_transaction(CALL).unwrap();
+            assert!(h.wait().is_ok());
+        }
+        assert_eq!(script.requests::<EndTxnRequest>().len(), 2);
+    }
+
+    #[test]
+    fn a_send_to_a_known_topic_takes_the_shared_lock_once() {
+        let script = script();
+        let mut p = producer(&script);
+        p.init_transactions(CALL).unwrap();
+        p.begin_transaction().unwrap();
+        // The topic's metadata and the partition's place in the transaction come first.
+        p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        let before = super::super::state::locks_taken();
+        p.send(ProducerRecord::new("t", "w").partition(0)).unwrap();
+        assert_eq!(
+            super::super::state::locks_taken() - before,
+            1,
+            "the state check, the topic lookup and the append under one lock"
+        );
+        p.commit_transaction(CALL).unwrap();
+        // The idempotent producer's send too.
+        let mut p = script
+            .client(Client::builder().bootstrap_servers("b0:9092"))
+            .unwrap()
+            .producer()
+            .build()
+            .unwrap();
+        p.send(ProducerRecord::new("t", "v").partition(0)).unwrap();
+        let before = super::super::state::locks_taken();
+        p.send(ProducerRecord::new("t", "w").partition(0)).unwrap();
+        assert_eq!(super::super::state::locks_taken() - before, 1);
+        p.flush().unwrap();
     }
 
     #[test]
