@@ -69,24 +69,32 @@ fn assert_second_bounded(
     assert!(queued(e), "{what}: {e}");
 }
 
-#[test]
-fn a_coordinator_lookup_behind_another_returns_at_its_own_deadline() {
-    let (p, client, topic) = proxied();
+/// Starts a member's join whose coordinator lookup (the same one a heartbeat thread's
+/// rediscovery makes) the proxy holds, so that it holds the client's coordinator connection to
+/// the broker; returns once the lookup has reached the proxy, with the join's thread.
+fn hold_the_coordinator_lookup(
+    p: &Proxy,
+    client: &Client,
+    topic: &str,
+) -> std::thread::JoinHandle<Result<(), Error>> {
     p.delay_api(ApiKey::FindCoordinator, HELD);
     let seen = p.requests_seen(ApiKey::FindCoordinator);
-    // A member's lookup (the same one a heartbeat thread's rediscovery makes) holds the
-    // client's coordinator connection to the broker.
-    let first = {
-        let mut m = member_builder(&client, &unique_name("busy-first"), &topic)
-            .build()
-            .unwrap();
-        std::thread::spawn(move || m.join(FIRST).map(|_| ()))
-    };
+    let mut m = member_builder(client, &unique_name("busy-first"), topic)
+        .build()
+        .unwrap();
+    let first = std::thread::spawn(move || m.join(FIRST).map(|_| ()));
     wait_for(
         "the first lookup to reach the proxy",
         Duration::from_secs(10),
         || p.requests_seen(ApiKey::FindCoordinator) > seen,
     );
+    first
+}
+
+#[test]
+fn a_coordinator_lookup_behind_another_returns_at_its_own_deadline() {
+    let (p, client, topic) = proxied();
+    let first = hold_the_coordinator_lookup(&p, &client, &topic);
     let mut second = member_builder(&client, &unique_name("busy-second"), &topic)
         .build()
         .unwrap();
@@ -106,19 +114,7 @@ fn a_poll_whose_coordinator_lookup_waits_behind_another_returns_no_error() {
     // again. An error here would make an application treat a busy neighbour as a failure
     // (and a member that has just lost its session would hand its `Lost` event out late).
     let (p, client, topic) = proxied();
-    p.delay_api(ApiKey::FindCoordinator, HELD);
-    let seen = p.requests_seen(ApiKey::FindCoordinator);
-    let first = {
-        let mut m = member_builder(&client, &unique_name("busy-first"), &topic)
-            .build()
-            .unwrap();
-        std::thread::spawn(move || m.join(FIRST).map(|_| ()))
-    };
-    wait_for(
-        "the first lookup to reach the proxy",
-        Duration::from_secs(10),
-        || p.requests_seen(ApiKey::FindCoordinator) > seen,
-    );
+    let first = hold_the_coordinator_lookup(&p, &client, &topic);
     let mut second = member_builder(&client, &unique_name("busy-second"), &topic)
         .build()
         .unwrap();
