@@ -149,6 +149,11 @@ impl Worker {
         })
     }
 
+    /// The thread's stop, to ask several threads to stop before waiting for each.
+    pub(crate) fn stop(&self) -> &Stop {
+        &self.stop
+    }
+
     /// Stops the thread and waits for it, at most `bound`. A request in flight is cut off by
     /// shutting its socket down, so nothing the thread sent is still awaited afterwards; a
     /// thread in an uninterruptible step is not waited for at all.

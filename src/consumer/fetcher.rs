@@ -34,7 +34,7 @@ use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic, Forgo
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, Uuid, VersionRange};
 use crate::records::{self, BatchInfo, DecodeLimits};
-use crate::wakeup::Wakeup;
+use crate::worker::Stop;
 use crate::KafkaCode;
 use bytes::Bytes;
 use std::collections::hash_map::Entry;
@@ -415,7 +415,7 @@ impl Fetcher {
         targets: &[FetchTarget],
         settings: &FetchSettings,
         deadline: Instant,
-        wakeup: &Wakeup,
+        stop: &Stop,
     ) -> Result<(i16, FetchResponse)> {
         // A poll must return within about its timeout: connecting and waiting past `deadline`
         // (beyond the broker's own max_wait) would hold it up to a request timeout, e.g. behind
@@ -428,7 +428,8 @@ impl Fetcher {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
                 let mut link = client.link(Purpose::Fetch, leader.addr());
-                link.connect(Some(crate::deadline::after(within)))?;
+                stop.uninterruptible(|| link.connect(Some(crate::deadline::after(within))))
+                    .unwrap_or(Err(Error::Closed))?;
                 e.insert(link)
             }
         };
@@ -441,16 +442,20 @@ impl Fetcher {
         let wait = within.saturating_add(Duration::from_millis(
             u64::try_from(settings.max_wait_ms).unwrap_or(0),
         ));
-        // Woken, the read fails (its connection is shut down) or never starts; either way
+        // Stopped, the read fails (its connection is shut down) or never starts; either way
         // nothing was handed out, so nothing is lost.
-        let result = wakeup
-            .during(conn.interrupter(), || conn.send_at(&req, version, Some(wait)))
-            .unwrap_or(Err(Error::Wakeup));
+        stop.watch(Some(conn));
+        let result = if stop.requested() {
+            Err(Error::Closed)
+        } else {
+            conn.send_at(&req, version, Some(wait))
+        };
+        stop.watch(None);
         if !conn.is_connected() {
             self.conns.remove(&leader.id);
         }
         match result {
-            Err(_) if wakeup.is_pending() => Err(Error::Wakeup),
+            Err(_) if stop.requested() => Err(Error::Closed),
             r => r.map(|r| (version, r)),
         }
     }

@@ -20,10 +20,11 @@ use crate::client::{Broker, Client};
 use crate::error::Error;
 use crate::group::TopicPartition;
 use crate::records::DecodeLimits;
-use crate::wakeup::{Wakeup, WakeupHandle};
+use crate::worker::{Stop, Worker};
 use crate::KafkaCode;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One fetch for a leader's thread.
@@ -61,10 +62,12 @@ pub(crate) struct Done {
     pub outcome: Result<Vec<(TopicPartition, PartitionFetch)>, FetchFailure>,
 }
 
+/// The fetch thread of one leader.
 #[derive(Debug)]
-struct Worker {
+struct FetchThread {
     jobs: Sender<Job>,
-    stop: WakeupHandle,
+    /// `None` if it could not be started: `send` finds its job channel closed and tries again.
+    thread: Option<Worker>,
     /// The partitions of the fetch in flight.
     busy: Option<Vec<TopicPartition>>,
     /// After a failed fetch, no new one before this.
@@ -77,19 +80,15 @@ pub(crate) struct Workers {
     client: Client,
     isolation: IsolationLevel,
     limits: DecodeLimits,
-    workers: HashMap<i32, Worker>,
+    workers: HashMap<i32, FetchThread>,
     done_tx: Sender<Done>,
     done_rx: Receiver<Done>,
-    /// Held by every thread and never sent on: disconnected once all have exited.
-    alive_tx: Option<Sender<()>>,
-    alive_rx: Receiver<()>,
 }
 
 impl Workers {
     /// No threads yet: one is started at the first fetch to each leader.
     pub fn new(client: Client, isolation: IsolationLevel, limits: DecodeLimits) -> Self {
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
-        let (alive_tx, alive_rx) = crossbeam_channel::bounded(0);
         Workers {
             client,
             isolation,
@@ -97,8 +96,6 @@ impl Workers {
             workers: HashMap::new(),
             done_tx,
             done_rx,
-            alive_tx: Some(alive_tx),
-            alive_rx,
         }
     }
 
@@ -168,27 +165,28 @@ impl Workers {
         }
     }
 
-    fn spawn(&self) -> Worker {
+    fn spawn(&self) -> FetchThread {
         let (jobs, rx) = crossbeam_channel::unbounded::<Job>();
-        let wakeup = Wakeup::default();
-        let stop = wakeup.handle();
+        // It waits for its next job on `rx`: a stop closes that channel too (see `stop`).
+        let stop = Arc::new(Stop::default());
         let client = self.client.clone();
         let done = self.done_tx.clone();
-        let alive = self.alive_tx.clone();
         let (isolation, limits) = (self.isolation, self.limits);
-        let spawned = std::thread::Builder::new()
-            .name("kafka-group-fetch".into())
-            .spawn(move || {
-                let _alive = alive;
-                run(&client, &rx, &done, &wakeup, isolation, &limits);
-            });
-        if let Err(e) = spawned {
-            // `send` finds the job channel closed and tries again at the next fetch.
-            log::warn!("cannot start a fetch thread: {e}");
-        }
-        Worker {
+        let seen = stop.clone();
+        let spawned = Worker::spawn("kafka-group-fetch".into(), None, stop, move || {
+            run(&client, &rx, &done, &seen, isolation, &limits);
+        });
+        let thread = match spawned {
+            Ok(w) => Some(w),
+            Err(e) => {
+                // `send` finds the job channel closed and tries again at the next fetch.
+                log::warn!("cannot start a fetch thread: {e}");
+                None
+            }
+        };
+        FetchThread {
             jobs,
-            stop,
+            thread,
             busy: None,
             retry_at: None,
         }
@@ -197,13 +195,19 @@ impl Workers {
     /// Stops every thread (a fetch the broker holds is cut short) and waits until `deadline`
     /// for them to exit. Answers still to come are dropped.
     pub fn stop(&mut self, deadline: Instant) {
+        let mut threads = Vec::new();
         for (_, w) in self.workers.drain() {
-            w.stop.wakeup();
-            // Dropping `w.jobs` ends the thread's wait for the next job.
+            // A closed job channel ends the thread's wait for its next job; the stop cuts its
+            // fetch in flight short.
+            drop(w.jobs);
+            if let Some(t) = w.thread {
+                t.stop().request();
+                threads.push(t);
+            }
         }
-        self.alive_tx = None;
-        // Disconnected once every thread has dropped its sender, i.e. exited.
-        let _ = self.alive_rx.recv_deadline(deadline);
+        for mut t in threads {
+            t.shutdown(crate::deadline::left(deadline));
+        }
         while self.done_rx.try_recv().is_ok() {}
     }
 }
@@ -220,7 +224,7 @@ fn run(
     client: &Client,
     jobs: &Receiver<Job>,
     done: &Sender<Done>,
-    stop: &Wakeup,
+    stop: &Stop,
     isolation: IsolationLevel,
     limits: &DecodeLimits,
 ) {
@@ -228,7 +232,7 @@ fn run(
     // The session lives as long as the thread, i.e. with the leader it fetches from.
     let mut session = FetchSession::default();
     while let Ok(job) = jobs.recv() {
-        if stop.is_pending() {
+        if stop.requested() {
             return;
         }
         let Job {
@@ -240,7 +244,7 @@ fn run(
         let plain: Vec<FetchTarget> = targets.iter().map(|(t, _)| t.clone()).collect();
         let deadline = crate::deadline::after(client.connection_config().request_timeout);
         let answer = fetcher.fetch(client, &broker, &mut session, &plain, &settings, deadline, stop);
-        if stop.is_pending() {
+        if stop.requested() {
             return;
         }
         let outcome = match answer {
