@@ -21,6 +21,7 @@ use crate::net::link::{Link, Purpose};
 use crate::protocol::messages::ProduceRequest;
 use crate::protocol::ApiKey;
 use crate::records::{self, BatchProducer};
+use crate::worker::Stop;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -66,12 +67,13 @@ struct Sent {
 }
 
 /// The thread of broker `id`; returns when the producer stops.
-pub(super) fn run(id: i32, client: Client, shared: Arc<Shared>, settings: Arc<Settings>) {
+pub(super) fn run(id: i32, client: Client, shared: Arc<Shared>, settings: Arc<Settings>, stop: Arc<Stop>) {
     let mut broker = Broker {
         id,
         client,
         shared,
         settings,
+        stop,
         link: None,
         in_flight: VecDeque::new(),
     };
@@ -81,6 +83,8 @@ pub(super) fn run(id: i32, client: Client, shared: Arc<Shared>, settings: Arc<Se
 struct Broker {
     id: i32,
     client: Client,
+    /// Its thread's stop: marks a connect as a step a stop does not wait for.
+    stop: Arc<Stop>,
     shared: Arc<Shared>,
     settings: Arc<Settings>,
     link: Option<Link>,
@@ -390,7 +394,9 @@ impl Broker {
         }
         let timeout = self.client.connection_config().request_timeout;
         let link = self.link.as_mut().ok_or(Error::Closed)?;
-        link.connect(Some(crate::deadline::after(timeout)))?;
+        self.stop
+            .uninterruptible(|| link.connect(Some(crate::deadline::after(timeout))))
+            .unwrap_or(Err(Error::Closed))?;
         Ok(link)
     }
 

@@ -36,13 +36,13 @@ use crate::client::{topic_denied, Client};
 use crate::error::{Error, Result};
 use crate::protocol::ApiKey;
 use crate::retry::{retry_or_last, Backoff, Step};
+use crate::worker::Worker;
 use crate::KafkaCode;
 use accumulator::Accumulator;
 use broker::Settings;
 use config::SINGLE_BATCH_OVERHEAD;
 use state::Shared;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 impl Client {
@@ -197,7 +197,7 @@ pub struct Producer {
     client: Client,
     settings: Arc<Settings>,
     shared: Arc<Shared>,
-    sender: Option<JoinHandle<()>>,
+    sender: Option<Worker>,
 }
 
 impl Producer {
@@ -215,13 +215,14 @@ impl Producer {
         }
         let sender = {
             let (client, shared, settings) = (client.clone(), Arc::clone(&shared), Arc::clone(&settings));
-            std::thread::Builder::new()
-                .name("kafka-producer-sender".into())
-                .spawn(move || sender::run(client, shared, settings))
-                .map_err(|e| Error::Io {
-                    addr: "the producer's sender thread".into(),
-                    source: e,
-                })?
+            let stop = sender::producer_stop(&shared);
+            Worker::spawn("kafka-producer-sender".into(), None, stop, move || {
+                sender::run(client, shared, settings)
+            })
+            .map_err(|e| Error::Io {
+                addr: "the producer's sender thread".into(),
+                source: e,
+            })?
         };
         Ok(Producer {
             client,
@@ -430,7 +431,9 @@ impl Producer {
             }
         }
         self.shared.work.notify_all();
-        let _ = sender.join();
+        let mut sender = sender;
+        // The sender stops the broker threads, each within its own bound, before it ends.
+        sender.shutdown(sender::STOP_BOUND * 2);
         // The broker threads failed what they had in flight; nothing is left.
         let mut st = self.shared.lock();
         let closed = Arc::new(Error::Closed);

@@ -13,9 +13,9 @@ use super::transactional::{self, Added};
 use crate::client::Client;
 use crate::error::Error;
 use crate::protocol::messages::InitProducerIdRequest;
+use crate::worker::{Stop, Worker};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The longest the thread sleeps when nothing is due: only bounds how soon it notices a stop
@@ -24,7 +24,7 @@ const IDLE: Duration = Duration::from_secs(1);
 
 /// Runs until the producer stops.
 pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) {
-    let mut brokers: HashMap<i32, JoinHandle<()>> = HashMap::new();
+    let mut brokers: HashMap<i32, Worker> = HashMap::new();
     // When a refresh found a partition still without a leader: the next waits a backoff.
     let mut leaderless_since: Option<Instant> = None;
     let config = &settings.config;
@@ -131,9 +131,11 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
                 continue;
             }
             let (client, shared, settings) = (client.clone(), Arc::clone(&shared), Arc::clone(&settings));
-            let spawned = std::thread::Builder::new()
-                .name(format!("kafka-producer-broker-{id}"))
-                .spawn(move || broker::run(id, client, shared, settings));
+            let stop = producer_stop(&shared);
+            let seen = stop.clone();
+            let spawned = Worker::spawn(format!("kafka-producer-broker-{id}"), None, stop, move || {
+                broker::run(id, client, shared, settings, seen)
+            });
             match spawned {
                 Ok(h) => {
                     brokers.insert(id, h);
@@ -188,9 +190,24 @@ pub(super) fn run(client: Client, shared: Arc<Shared>, settings: Arc<Settings>) 
     }
     drop(st);
     shared.work.notify_all();
-    for (_, h) in brokers {
-        let _ = h.join();
+    // Each ends within a receive slice of the stop (a connect in progress is not waited for).
+    for (_, mut w) in brokers {
+        w.shutdown(STOP_BOUND);
     }
+}
+
+/// How long a stop waits for one of the producer's threads: they check the stop at least every
+/// receive slice or wait, so this is only reached by a thread stuck outside the network.
+pub(super) const STOP_BOUND: Duration = Duration::from_secs(5);
+
+/// A stop for one of the producer's threads: it sets the producer-wide stop flag, which every
+/// thread checks under the state's lock, and wakes the threads waiting for work.
+pub(super) fn producer_stop(shared: &Arc<Shared>) -> Arc<Stop> {
+    let shared = Arc::clone(shared);
+    Arc::new(Stop::with_waker(move || {
+        shared.lock().stop = true;
+        shared.work.notify_all();
+    }))
 }
 
 /// What [`decide`] found: idempotent with this producer id, or not (and why).
