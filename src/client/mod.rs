@@ -1,13 +1,16 @@
 //! The [`Client`]: bootstrap, a metadata cache, connections per broker and purpose,
 //! coordinator lookup.
 //!
-//! A `Client` is a cheap handle (`Arc` inside) that many threads can share. It keeps one
-//! connection (a `Link`) per broker and purpose (metadata and admin, group coordinator,
-//! produce, fetch), each behind its own lock: requests to different brokers, or of different
+//! A `Client` is a cheap handle (`Arc` inside) that many threads can share. Its own
+//! connections (each a `Link`) are one per broker for metadata and admin requests and one per
+//! broker for coordinator lookups (and the few group requests a member sends outside its own
+//! connection), each behind its own lock: requests to different brokers, or of the two
 //! purposes to one broker, run in parallel, while requests of one purpose to the same broker
-//! queue (one in flight per connection). So a Produce waiting on a slow ISR never holds up a
-//! heartbeat thread's coordinator lookup on that broker. Long-lived users such as a member
-//! and its heartbeat thread take links of their own, built by the same type.
+//! queue (one in flight per connection; a waiting caller gives up at its own deadline).
+//! Everything long-lived owns its link instead, built by [`Client::link`]: a member's
+//! coordinator connection, each heartbeat thread's, each fetch thread's and each producer
+//! broker thread's. So a Produce waiting on a slow ISR never holds up a heartbeat or a
+//! coordinator lookup on that broker. ARCHITECTURE.md lists every connection and its owner.
 //!
 //! Small modules, one job each: [`config`] (settings, `bootstrap.servers` and
 //! `sasl.jaas.config` parsing, validation) and [`builder`] (one setter per property),

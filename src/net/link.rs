@@ -24,10 +24,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What a connection is for. The client keeps one connection per broker and purpose, so that
-/// a request that waits long on one (a Produce with `acks=all` behind a slow ISR, a Fetch
-/// waiting out `fetch.max.wait.ms`) never holds up another kind on the same broker (a
-/// heartbeat thread's coordinator lookup, a metadata refresh).
+/// What a connection is for: the client's shared connections are one per broker for
+/// `Metadata` and one for `Coordinator`; the `Produce` and `Fetch` links (and members' and
+/// heartbeat threads' `Coordinator` links) are owned by the thread that uses them. Kept apart
+/// so that a request that waits long on one (a Produce with `acks=all` behind a slow ISR, a
+/// Fetch waiting out `fetch.max.wait.ms`) never holds up another kind on the same broker (a
+/// heartbeat, a coordinator lookup, a metadata refresh).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Purpose {
     /// Metadata, admin requests, bootstrap, anything not below.
