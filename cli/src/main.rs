@@ -59,7 +59,8 @@ struct Cli {
     /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
     /// `ssl.endpoint.identification.algorithm`, `sasl.mechanism`, `sasl.username`,
     /// `sasl.password`, `sasl.jaas.config` for PlainLoginModule and ScramLoginModule, timeouts,
-    /// `client.id`); other keys are ignored with a warning.
+    /// `client.id`); a consumer's or producer's keys are skipped, unknown ones ignored with a
+    /// warning.
     #[arg(long, global = true, value_name = "FILE")]
     command_config: Option<std::path::PathBuf>,
 

@@ -2,30 +2,8 @@
 //! take it, so that an operator's existing `client.properties` works unchanged.
 
 use crate::{Failure, USAGE};
-use kafka_group::ClientBuilder;
+use kafka_group::{ClientBuilder, Error};
 use std::path::Path;
-
-/// Client settings this tool hands to the library; other keys (consumer or producer settings
-/// that a shared file often holds) are reported and skipped, as Kafka's tools do.
-const CLIENT_KEYS: &[&str] = &[
-    "bootstrap.servers",
-    "client.id",
-    "request.timeout.ms",
-    "socket.connection.setup.timeout.ms",
-    "default.api.timeout.ms",
-    "retry.backoff.ms",
-    "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms",
-    "security.protocol",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.endpoint.identification.algorithm",
-    "sasl.mechanism",
-    "sasl.username",
-    "sasl.password",
-    "sasl.jaas.config",
-];
 
 /// Reads `path` and applies its client settings to `builder`.
 pub fn apply(builder: ClientBuilder, path: &Path) -> Result<ClientBuilder, Failure> {
@@ -33,15 +11,20 @@ pub fn apply(builder: ClientBuilder, path: &Path) -> Result<ClientBuilder, Failu
         .map_err(|e| Failure::new(USAGE, format!("--command-config {}: {e}", path.display())))?;
     let mut builder = builder;
     for (line, key, value) in parse(&text) {
-        if CLIENT_KEYS.contains(&key.as_str()) {
-            builder.property(&key, &value).map_err(|e| {
-                Failure::new(USAGE, format!("--command-config {}:{line}: {e}", path.display()))
-            })?;
-        } else {
-            log::warn!(
-                "--command-config {}:{line}: {key} is not a setting this tool uses; ignored",
-                path.display()
-            );
+        // The library takes the client's settings and skips the consumer's and producer's a
+        // shared file holds; a name no Kafka client of this crate knows is reported and
+        // skipped, as Kafka's tools do, and a bad value of a known one is a usage error.
+        match builder.property(&key, &value) {
+            Ok(_) => {}
+            Err(e @ Error::UnknownProperty { .. }) => {
+                log::warn!("--command-config {}:{line}: {e}; ignored", path.display())
+            }
+            Err(e) => {
+                return Err(Failure::new(
+                    USAGE,
+                    format!("--command-config {}:{line}: {e}", path.display()),
+                ))
+            }
         }
     }
     Ok(builder)
