@@ -1534,7 +1534,9 @@ impl GroupMember {
     /// subscription is empty regardless.
     pub fn unsubscribe(&mut self) -> Result<()> {
         self.check_usable()?;
-        let left = if self.state.generation().is_some() || self.uses_consumer_protocol() {
+        // In the group: a classic generation, or a consumer-protocol membership (a consumer's
+        // `unsubscribe` has left already, and leaves nothing to do here).
+        let left = if self.state.generation().is_some() || self.consumer.is_some() {
             self.leave_group()
         } else {
             // Not in the group yet: a join in flight is dropped, nothing to leave.

@@ -358,8 +358,9 @@ fn subscription_changes_after_build(client: &Client, protocol: kafka_group::Grou
         "nothing joined"
     );
     assert!(
-        t.elapsed() >= Duration::from_millis(400),
-        "a poll still waits out its timeout"
+        t.elapsed() < Duration::from_millis(500) + crate::support::LOAD_MARGIN,
+        "an unsubscribed poll returns within its timeout: {:?}",
+        t.elapsed()
     );
     // Bad input changes nothing.
     assert!(matches!(

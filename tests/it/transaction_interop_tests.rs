@@ -5,12 +5,13 @@
 //! read back as the group's committed offsets by both (the metadata beside them by Java).
 
 use crate::support::{broker, java, rdkafka};
-use crate::support::{create_topic, unique_name, LOAD_MARGIN};
+use crate::support::{create_topic, unique_name};
+use crate::transaction_tests::join;
 use kafka_group::{
-    Client, Compression, Consumer, OffsetAndMetadata, OffsetReset, Producer, ProducerRecord, TopicPartition,
+    Client, Compression, OffsetAndMetadata, OffsetReset, Producer, ProducerRecord, TopicPartition,
 };
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CALL: Duration = Duration::from_secs(30);
 const PARTITIONS: i32 = 3;
@@ -182,14 +183,6 @@ fn our_transactions_read_by_librdkafka_committed_only_under_read_committed() {
     let topic = create_topic(&client, "txn-interop-rdk", PARTITIONS, 1);
     let (committed, aborted) = mixed_transactions(&client, &topic);
     check_reader("librdkafka", rdkafka_read, &topic, &committed, &aborted);
-}
-
-fn join(c: &mut Consumer) {
-    let deadline = Instant::now() + Duration::from_secs(30) + LOAD_MARGIN;
-    while c.assignment().is_empty() {
-        assert!(Instant::now() < deadline, "no assignment");
-        c.poll(Duration::from_millis(200)).unwrap();
-    }
 }
 
 /// The offsets a member sends in a transaction (with its generation and member id) become the

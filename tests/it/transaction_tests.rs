@@ -254,8 +254,8 @@ fn group_consumer(client: &Client, group: &str, topic: &str, instance: Option<&s
     b.build().unwrap()
 }
 
-/// Polls until the consumer holds an assignment, and returns what it read meanwhile.
-fn join(c: &mut Consumer) {
+/// Polls until the consumer holds an assignment (what it reads meanwhile is dropped).
+pub(crate) fn join(c: &mut Consumer) {
     let deadline = Instant::now() + Duration::from_secs(30) + LOAD_MARGIN;
     while c.assignment().is_empty() {
         assert!(Instant::now() < deadline, "no assignment");
