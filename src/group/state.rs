@@ -137,6 +137,14 @@ impl GroupState {
         is_current(self.generation.as_ref(), g)
     }
 
+    /// Sets the member epoch and member id a KIP-848 member holds (`None`: none, after a loss
+    /// or before its first answer). That protocol has no generation of its own and no join
+    /// phases: its coordinator decides every change, so the state does not move.
+    pub fn set_epoch(&mut self, epoch: Option<Generation>) {
+        self.member_id = epoch.as_ref().map(|g| g.member_id.clone()).unwrap_or_default();
+        self.generation = epoch;
+    }
+
     /// Whether this member has ever been Stable (used to recognise a fencing loop).
     pub fn was_stable(&self) -> bool {
         self.stable_once
@@ -344,5 +352,17 @@ mod tests {
         assert_eq!(s.state(), MemberState::Unjoined);
         assert!(s.generation().is_none());
         assert_eq!(s.member_id(), "m-5");
+    }
+
+    #[test]
+    fn an_epoch_sets_the_identity_and_leaves_the_state() {
+        let mut s = GroupState::default();
+        s.set_epoch(Some(generation(7)));
+        assert_eq!(s.state(), MemberState::Unjoined);
+        assert_eq!(s.generation().map(|g| g.id), Some(7));
+        assert_eq!(s.member_id(), "m-7");
+        s.set_epoch(None);
+        assert!(s.generation().is_none());
+        assert_eq!(s.member_id(), "");
     }
 }

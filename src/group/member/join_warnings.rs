@@ -14,7 +14,7 @@ pub(super) const EVERY: Duration = Duration::from_secs(10);
 
 /// The failures of the joins since the last success.
 #[derive(Debug, Default)]
-pub(super) struct JoinWarnings {
+pub(in crate::group) struct JoinWarnings {
     /// When the current run of failures started.
     failing_since: Option<Instant>,
     /// When the last warning went out.
@@ -27,7 +27,7 @@ impl JoinWarnings {
     /// A join failed at `now`; `coordinator_unready` when only because the coordinator is not
     /// ready yet. `Some(n)` when this one is to be warned about, with the failures it stands for
     /// (itself and those logged at debug since the last warning).
-    pub(super) fn failed(&mut self, now: Instant, coordinator_unready: bool) -> Option<u32> {
+    pub(in crate::group) fn failed(&mut self, now: Instant, coordinator_unready: bool) -> Option<u32> {
         let since = *self.failing_since.get_or_insert(now);
         self.failures += 1;
         let tolerated = coordinator_unready && now.duration_since(since) < EVERY;
@@ -40,7 +40,7 @@ impl JoinWarnings {
     }
 
     /// The member joined: the next failure starts a new run.
-    pub(super) fn joined(&mut self) {
+    pub(in crate::group) fn joined(&mut self) {
         *self = JoinWarnings::default();
     }
 }

@@ -3,46 +3,47 @@
 //! assignment was made for, and rebalances when they differ. A leader that kept the group's
 //! assignment (KIP-814 `skip_assignment`) first reads that assignment (DescribeGroups) and
 //! checks that it covers every partition; the pure rules are in
-//! [`group::leader`](crate::group::leader).
+//! [`group::leader`](super::leader).
 
-use super::GroupMember;
+use super::leader::{self, LeaderSnapshot, Unchecked};
+use super::Classic;
 use crate::group::action::{classify, GroupAction};
 use crate::group::assignment::Assignment;
-use crate::group::leader::{self, LeaderSnapshot, Unchecked};
+use crate::group::member::core::Core;
 use crate::group::requests;
 use crate::group::state::MemberState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-impl GroupMember {
+impl Classic {
     /// The leader rebalances when a subscribed topic (of any member) gains partitions or
     /// appears/disappears: every `metadata.max.age.ms`, comparing the metadata with the
     /// partition counts the group's assignment was made for. A leader that skipped the
     /// assignment and could not yet read the group's assignment retries that instead, every
     /// `retry.backoff.ms`, so a failed DescribeGroups is not the end of the check.
-    pub(super) fn check_leader_metadata(&mut self, deadline: Instant) {
+    pub(super) fn check_leader_metadata(&mut self, core: &mut Core, deadline: Instant) {
         let Some(snapshot) = &self.leader_snapshot else {
             return;
         };
         let due = check_interval(
             snapshot,
-            self.config.metadata_max_age,
-            self.config.retry_backoff(&self.client),
+            core.config.metadata_max_age,
+            core.config.retry_backoff(&core.client),
         );
         // With a rejoin pending the next join leads (or follows) anew; nothing to check.
-        if self.state.state() != MemberState::Stable
+        if core.state.state() != MemberState::Stable
             || self.rejoin.is_some()
             || self.last_metadata_check.elapsed() < due
         {
             return;
         }
         self.last_metadata_check = Instant::now();
-        let topics = watched_topics(snapshot, &self.config.topics);
+        let topics = watched_topics(snapshot, &core.config.topics);
         let expected = snapshot.counts.clone();
-        let now = match self.partition_counts(topics.iter().map(String::as_str), deadline) {
+        let now = match self.partition_counts(core, topics.iter().map(String::as_str), deadline) {
             Ok(now) => now,
             Err(e) => {
-                log::debug!("{}: metadata check failed: {e}", self.ctx());
+                log::debug!("{}: metadata check failed: {e}", core.ctx());
                 return;
             }
         };
@@ -50,12 +51,12 @@ impl GroupMember {
             Watch::Changed => {
                 log::info!(
                     "{}: subscribed topics changed ({expected:?} -> {now:?}); rebalancing",
-                    self.ctx()
+                    core.ctx()
                 );
                 self.schedule_rejoin(false);
             }
             Watch::Unchanged => {}
-            Watch::ReadKeptAssignment => self.check_kept_assignment(&now),
+            Watch::ReadKeptAssignment => self.check_kept_assignment(core, &now),
         }
     }
 
@@ -67,20 +68,20 @@ impl GroupMember {
     /// cannot be read for now (see [`Unchecked::is_transient`]) the snapshot stays unchecked
     /// and [`check_leader_metadata`](Self::check_leader_metadata) tries again; when it cannot
     /// be read at all, the leader rebalances rather than trust what it cannot see.
-    pub(super) fn check_kept_assignment(&mut self, now: &BTreeMap<String, i32>) {
-        let kept = match self.kept_assignments() {
+    pub(super) fn check_kept_assignment(&mut self, core: &mut Core, now: &BTreeMap<String, i32>) {
+        let kept = match self.kept_assignments(core) {
             Ok(kept) => kept,
             Err(e) if e.is_transient() => {
                 log::info!(
                     "{}: cannot read the group's assignment yet ({e}); checking again",
-                    self.ctx()
+                    core.ctx()
                 );
                 return;
             }
             Err(e) => {
                 log::warn!(
                     "{}: cannot read the group's assignment ({e}); rebalancing instead of keeping it",
-                    self.ctx()
+                    core.ctx()
                 );
                 self.schedule_rejoin(false);
                 return;
@@ -90,7 +91,7 @@ impl GroupMember {
         if &covered == now {
             log::info!(
                 "{}: the group's assignment covers the subscribed topics ({now:?}); keeping it",
-                self.ctx()
+                core.ctx()
             );
         } else {
             let unowned: Vec<String> = leader::unowned(now, &kept)
@@ -99,7 +100,7 @@ impl GroupMember {
                 .collect();
             log::info!(
                 "{}: the group's assignment was made for {covered:?}, the subscribed topics have {now:?} (owned by no one: [{}]); rebalancing",
-                self.ctx(),
+                core.ctx(),
                 unowned.join(", ")
             );
             self.schedule_rejoin(false);
@@ -111,12 +112,14 @@ impl GroupMember {
 
     /// The members' assignments as the coordinator keeps them, from DescribeGroups over the
     /// member's own coordinator connection.
-    fn kept_assignments(&mut self) -> std::result::Result<Vec<Assignment>, Unchecked> {
-        let group = self.config.group_id.clone();
+    fn kept_assignments(&mut self, core: &mut Core) -> std::result::Result<Vec<Assignment>, Unchecked> {
+        let group = core.config.group_id.clone();
         let described = self
             .coordinator_request(
-                crate::deadline::after(self.client.connection_config().request_timeout),
+                core,
+                crate::deadline::after(core.client.connection_config().request_timeout),
                 |_| requests::describe_group(&group),
+                false,
             )
             .and_then(|resp| crate::admin::group_description(&group, resp));
         let described = match described {
@@ -125,7 +128,7 @@ impl GroupMember {
                 if e.kafka_code()
                     .is_some_and(|c| classify(c) == GroupAction::RediscoverCoordinator)
                 {
-                    self.forget_coordinator();
+                    self.forget_coordinator(core);
                 }
                 return Err(Unchecked::Request(e));
             }

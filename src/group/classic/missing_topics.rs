@@ -4,9 +4,11 @@
 //! round trip longer. The leader's watch (`metadata_watch.rs`) is what picks the topic up when
 //! it appears.
 
-use super::{GroupEvent, GroupMember};
+use super::Classic;
 use crate::error::{Error, Result};
 use crate::group::config::MissingTopicPolicy;
+use crate::group::member::core::Core;
+use crate::group::member::GroupEvent;
 use crate::group::state::MemberState;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -17,13 +19,14 @@ pub(crate) fn missing_topics_hint() -> &'static str {
      broker's auto.create.topics.enable; the group picks a topic up once it exists"
 }
 
-impl GroupMember {
+impl Classic {
     /// Once per generation, when due: looks the subscribed topics up and reports those that do
     /// not exist ([`GroupEvent::TopicsMissing`] and a warning, or [`Error::TopicsMissing`] with
     /// [`MissingTopicPolicy::Error`]). A failed lookup is tried again at a later poll, after
     /// `retry.backoff.ms`.
     pub(super) fn check_missing_topics(
         &mut self,
+        core: &mut Core,
         deadline: Instant,
         events: &mut Vec<GroupEvent>,
     ) -> Result<()> {
@@ -31,34 +34,36 @@ impl GroupMember {
             return Ok(());
         };
         if Instant::now() < due
-            || self.state.state() != MemberState::Stable
+            || core.state.state() != MemberState::Stable
             || self.rejoin.is_some()
-            || self.config.topics.is_empty()
+            || core.config.topics.is_empty()
         {
             return Ok(());
         }
-        let counts = match self.partition_counts(self.config.topics.iter().map(String::as_str), deadline) {
-            Ok(counts) => counts,
-            Err(e) if e.is_transient() => {
-                log::debug!("{}: looking up the subscribed topics failed: {e}", self.ctx());
-                self.missing_check = Some(crate::deadline::after(self.config.retry_backoff(&self.client)));
-                return Ok(());
-            }
-            Err(e) => {
-                self.missing_check = None;
-                return Err(e);
-            }
-        };
+        let counts =
+            match self.partition_counts(core, core.config.topics.iter().map(String::as_str), deadline) {
+                Ok(counts) => counts,
+                Err(e) if e.is_transient() => {
+                    log::debug!("{}: looking up the subscribed topics failed: {e}", core.ctx());
+                    self.missing_check =
+                        Some(crate::deadline::after(core.config.retry_backoff(&core.client)));
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.missing_check = None;
+                    return Err(e);
+                }
+            };
         self.missing_check = None;
-        let topics = missing(&self.config.topics, &counts);
+        let topics = missing(&core.config.topics, &counts);
         if topics.is_empty() {
             return Ok(());
         }
-        match self.config.missing_topic_policy {
+        match core.config.missing_topic_policy {
             MissingTopicPolicy::Warn => {
                 log::warn!(
                     "{}: subscribed topic(s) {} do not exist; {}",
-                    self.ctx(),
+                    core.ctx(),
                     topics.join(", "),
                     missing_topics_hint()
                 );
@@ -66,7 +71,7 @@ impl GroupMember {
                 Ok(())
             }
             MissingTopicPolicy::Error => Err(Error::TopicsMissing {
-                group: self.config.group_id.clone(),
+                group: core.config.group_id.clone(),
                 topics,
             }),
         }

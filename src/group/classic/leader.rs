@@ -6,9 +6,9 @@
 //!
 //! Pure: the DescribeGroups request that yields the assignments is the member's.
 
-use super::action::{classify, GroupAction};
-use super::assignment::{Assignment, TopicPartition};
 use crate::error::Error;
+use crate::group::action::{classify, GroupAction};
+use crate::group::assignment::{Assignment, TopicPartition};
 use crate::protocol::DecodeError;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,7 +30,7 @@ pub(crate) struct LeaderSnapshot {
     /// them out. `None` while a leader that skipped the assignment has not yet been able to
     /// read the group's assignment: it asks again at the next check.
     ///
-    /// [`GroupMember`]: super::GroupMember
+    /// [`GroupMember`]: crate::GroupMember
     pub counts: Option<BTreeMap<String, i32>>,
 }
 

@@ -1,20 +1,23 @@
-//! The member's side of KIP-848's `consumer` protocol (`group.protocol=consumer`): starting
-//! the protocol's heartbeat thread once the coordinator is known to serve it (or falling back
-//! to classic, by policy), turning what that thread queues into [`GroupEvent`]s with topic
-//! names, acknowledging revocations once the application had them, and leaving.
+//! The KIP-848 engine of a [`GroupMember`](crate::GroupMember) (`group.protocol=consumer`):
+//! starting the protocol's heartbeat thread once the coordinator is known to serve it (or
+//! handing the member to the classic engine, by policy), turning what that thread queues into
+//! [`GroupEvent`]s with topic names, acknowledging revocations once the application had them,
+//! and leaving. The member epoch and id it holds are the core's generation
+//! ([`GroupState::set_epoch`](crate::group::state::GroupState::set_epoch)).
 //!
 //! The protocol itself — epochs, what each heartbeat carries, reconciliation, which error does
 //! what — is [`crate::group::kip848`]'s, unit-tested there without a broker.
 
-use super::{GroupEvent, GroupMember};
 use crate::authorization::Scope;
 use crate::error::{Error, Result};
 use crate::group::config::GroupProtocolPolicy;
 use crate::group::kip848::heartbeat::HeartbeatThread;
 use crate::group::kip848::{Fatal, Membership, Partitions, Phase, Step};
+use crate::group::member::core::Core;
+use crate::group::member::{lookup_deadline, GroupEvent};
 use crate::group::poll_timer::PollTimer;
 use crate::group::state::{Generation, MemberState, Transition};
-use crate::group::{Assignment, RebalanceProtocol, TopicPartition};
+use crate::group::{Assignment, TopicPartition};
 use crate::net::CONSUMER_GROUP_PROTOCOL;
 use crate::protocol::{ApiKey, Uuid};
 use crate::wakeup::Waited;
@@ -22,9 +25,15 @@ use crate::KafkaCode;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// A `consumer`-protocol member's state on the member's thread.
+/// The KIP-848 engine: nothing until the protocol starts at the first join or poll.
+#[derive(Debug, Default)]
+pub(in crate::group) struct Kip848 {
+    running: Option<Running>,
+}
+
+/// A started KIP-848 membership's state on the member's thread.
 #[derive(Debug)]
-pub(super) struct ConsumerMember {
+struct Running {
     thread: HeartbeatThread,
     /// Topic names by id, learnt from metadata.
     names: BTreeMap<Uuid, String>,
@@ -33,8 +42,6 @@ pub(super) struct ConsumerMember {
     pending: VecDeque<Step>,
     /// A `Revoked` went to the application; the next call tells the membership it is done.
     revoking: bool,
-    /// The member epoch and id as of the last call: what commits carry.
-    generation: Option<Generation>,
     /// The coordinator answered the join (an epoch above 0, the first assignment reconciled).
     joined: bool,
     /// Why the member stopped, for every later call.
@@ -87,7 +94,7 @@ fn fits(events: &[GroupEvent], step: &Step) -> bool {
 enum Start {
     /// The heartbeat thread runs.
     Started,
-    /// The coordinator lacks the protocol; the member is a classic one now.
+    /// The coordinator lacks the protocol; the member becomes a classic one.
     FellBack,
     /// No coordinator by the deadline (the next call tries again).
     NotYet,
@@ -110,142 +117,137 @@ fn new_member_id() -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
-impl GroupMember {
-    /// Whether this member speaks the consumer protocol (configured so, and not fallen back).
+impl Kip848 {
     /// Hands a changed subscription to the heartbeat thread, whose next heartbeat (sent now)
     /// carries it; before the first join, the start takes it from the config.
-    pub(super) fn consumer_subscribe(&mut self) {
-        if let Some(c) = self.consumer.as_ref() {
-            c.thread.lock().membership.subscribe(self.config.topics.clone());
+    pub(in crate::group) fn subscribe(&mut self, core: &mut Core) {
+        if let Some(c) = self.running.as_ref() {
+            c.thread.lock().membership.subscribe(core.config.topics.clone());
             c.thread.heartbeat_now();
         }
     }
 
-    pub(super) fn uses_consumer_protocol(&self) -> bool {
-        self.config.group_protocol == crate::GroupProtocol::Consumer && !self.fell_back_to_classic
-    }
-
     /// Finds the coordinator, checks that it serves the consumer protocol and starts the
     /// heartbeat thread.
-    fn start_consumer_protocol(&mut self, deadline: Instant) -> Result<Start> {
-        self.ensure_coordinator(deadline)?;
-        let Some(conn) = self.conn.as_ref() else {
+    fn start(&mut self, core: &mut Core, deadline: Instant) -> Result<Start> {
+        core.ensure_coordinator(deadline)?;
+        let Some(conn) = core.session.conn.as_ref() else {
             return Ok(Start::NotYet);
         };
         if let Err(e) = conn.check(&CONSUMER_GROUP_PROTOCOL) {
-            self.fall_back_or(e)?;
+            self.fall_back_or(core, e)?;
             return Ok(Start::FellBack);
         }
         let membership = {
             let mut m = Membership::new(
                 new_member_id(),
-                self.instance_id_to_send(),
-                self.config.max_poll_interval,
+                core.instance_id_to_send(),
+                core.config.max_poll_interval,
             )
-            .server_assignor(self.config.remote_assignor.clone())
+            .server_assignor(core.config.remote_assignor.clone())
             .unreleased_retries(unreleased_retries(
-                self.config.unreleased_instance_id_timeout,
-                self.config.retry_backoff(&self.client),
+                core.config.unreleased_instance_id_timeout,
+                core.config.retry_backoff(&core.client),
             ))
-            .rack(self.config.client_rack.clone());
-            m.subscribe(self.config.topics.clone());
+            .rack(core.config.client_rack.clone());
+            m.subscribe(core.config.topics.clone());
             m
         };
         let thread = HeartbeatThread::spawn(
-            self.client.clone(),
-            self.config.group_id.clone(),
+            core.client.clone(),
+            core.config.group_id.clone(),
             membership,
-            self.coordinator.clone(),
+            core.session.coordinator.clone(),
             // The connection the check above used: the first heartbeat goes out on it at once.
             // Commits and offset lookups open another when they first need one.
-            self.conn.take(),
-            self.config.retry_backoff(&self.client),
-            self.metrics.clone(),
+            core.session.conn.take(),
+            core.config.retry_backoff(&core.client),
+            core.metrics.clone(),
             (
-                self.poll_clock.clone(),
-                PollTimer::new(self.config.max_poll_interval),
+                core.poll_clock.clone(),
+                PollTimer::new(core.config.max_poll_interval),
             ),
         )
         .map_err(|source| Error::Io {
             addr: "heartbeat thread".into(),
             source,
         })?;
-        self.protocol = RebalanceProtocol::Cooperative;
-        self.join_started = Some(Instant::now());
-        self.consumer = Some(ConsumerMember {
+        core.join_started = Some(Instant::now());
+        self.running = Some(Running {
             thread,
             names: BTreeMap::new(),
             pending: VecDeque::new(),
             revoking: false,
-            generation: None,
             joined: false,
             fatal: None,
-            coordinator: self.coordinator.clone(),
+            coordinator: core.session.coordinator.clone(),
         });
         log::info!(
             "{}: joining with the consumer group protocol (KIP-848)",
-            self.ctx()
+            core.ctx()
         );
         Ok(Start::Started)
     }
 
     /// The coordinator lacks the consumer protocol (`why`): the error, or classic by policy
-    /// (`Ok`: the member is a classic one from now on).
-    fn fall_back_or(&mut self, why: Error) -> Result<()> {
-        match self.config.group_protocol_policy {
+    /// (`Ok`: the heartbeat thread has stopped, and the member becomes a classic one).
+    fn fall_back_or(&mut self, core: &mut Core, why: Error) -> Result<()> {
+        match core.config.group_protocol_policy {
             GroupProtocolPolicy::Error => Err(why),
             GroupProtocolPolicy::FallBackToClassic => {
                 log::warn!(
                     "{}: {why}; joining with the classic group protocol instead (FallBackToClassic)",
-                    self.ctx()
+                    core.ctx()
                 );
-                self.fell_back_to_classic = true;
-                if let Some(mut c) = self.consumer.take() {
+                if let Some(mut c) = self.running.take() {
                     c.thread.shutdown(Duration::from_secs(1));
                 }
-                self.protocol = crate::group::assignor::common_protocol(&self.config.assignors);
                 Ok(())
             }
         }
     }
 
-    /// [`GroupMember::join`] under the consumer protocol: returns once the coordinator has
+    /// [`GroupMember::join`](crate::GroupMember::join) under the consumer protocol: returns once the coordinator has
     /// answered the join and the first assignment is reported; `Ok(None)`: the member fell
     /// back to classic, whose join goes on.
-    pub(super) fn consumer_join(&mut self, deadline: Instant) -> Result<Option<Vec<GroupEvent>>> {
-        let mut events = std::mem::take(&mut self.undelivered);
+    pub(in crate::group) fn join(
+        &mut self,
+        core: &mut Core,
+        deadline: Instant,
+    ) -> Result<Option<Vec<GroupEvent>>> {
+        let mut events = std::mem::take(&mut core.undelivered);
         loop {
-            match self.start_unless_started(&mut events, deadline)? {
+            match self.start_unless_started(core, &mut events, deadline)? {
                 Start::Started => {}
                 Start::FellBack => return Ok(None),
                 Start::NotYet => {
                     return Err(Error::retries_timeout(
-                        format!("joining group {}", self.config.group_id),
-                        self.last_join_error.take(),
+                        format!("joining group {}", core.config.group_id),
+                        core.last_join_error.take(),
                     ))
                 }
             }
-            if !self.take_steps(&mut events, deadline, Batching::InOrder)? {
+            if !self.take_steps(core, &mut events, deadline, Batching::InOrder)? {
                 return Ok(None);
             }
-            if self.consumer.as_ref().is_some_and(|c| c.joined) {
+            if self.running.as_ref().is_some_and(|c| c.joined) {
                 return Ok(Some(events));
             }
-            let Some(c) = self.consumer.as_ref() else {
+            let Some(c) = self.running.as_ref() else {
                 continue;
             };
-            match self.wakeup.recv_deadline(&c.thread.notices, deadline) {
+            match core.wakeup.recv_deadline(&c.thread.notices, deadline) {
                 Waited::Got(()) => {}
                 Waited::Woken => {
-                    self.undelivered = events;
-                    self.wakeup.check()?;
+                    core.undelivered = events;
+                    core.wakeup.check()?;
                     return Err(Error::Wakeup);
                 }
                 Waited::TimedOut => {
-                    self.undelivered = events;
+                    core.undelivered = events;
                     let last = c.thread.lock().last_error.take();
                     return Err(Error::retries_timeout(
-                        format!("joining group {}", self.config.group_id),
+                        format!("joining group {}", core.config.group_id),
                         last,
                     ));
                 }
@@ -255,89 +257,100 @@ impl GroupMember {
 
     /// Starts the protocol unless it runs; on anything but [`Start::Started`] (an error
     /// included) the events so far wait for the next call.
-    fn start_unless_started(&mut self, events: &mut Vec<GroupEvent>, deadline: Instant) -> Result<Start> {
-        if self.consumer.is_some() {
+    fn start_unless_started(
+        &mut self,
+        core: &mut Core,
+        events: &mut Vec<GroupEvent>,
+        deadline: Instant,
+    ) -> Result<Start> {
+        if self.running.is_some() {
             return Ok(Start::Started);
         }
-        let started = self.start_consumer_protocol(deadline);
+        let started = self.start(core, deadline);
         if !matches!(started, Ok(Start::Started)) {
-            self.undelivered = std::mem::take(events);
+            core.undelivered = std::mem::take(events);
         }
         started
     }
 
-    /// [`consumer_steps`](Self::consumer_steps), with the fallback policy applied when the
+    /// [`steps`](Self::steps), with the fallback policy applied when the
     /// coordinator refuses the protocol on the first heartbeat: `Ok(false)` once the member is
     /// a classic one. On an error or a fallback, the events so far wait for the next call.
     fn take_steps(
         &mut self,
+        core: &mut Core,
         events: &mut Vec<GroupEvent>,
         deadline: Instant,
         batching: Batching,
     ) -> Result<bool> {
-        let Err(e) = self.consumer_steps(events, deadline, batching) else {
+        let Err(e) = self.steps(core, events, deadline, batching) else {
             return Ok(true);
         };
-        self.undelivered = std::mem::take(events);
-        if !self.refused_as_unsupported(&e) {
+        core.undelivered = std::mem::take(events);
+        if !self.refused_as_unsupported(core, &e) {
             return Err(e);
         }
-        self.fall_back_or(e)?;
+        self.fall_back_or(core, e)?;
         Ok(false)
     }
 
     /// Whether `e` is the coordinator refusing the protocol itself on the first heartbeat (a
     /// broker that advertises ConsumerGroupHeartbeat but answers UNSUPPORTED_VERSION).
-    fn refused_as_unsupported(&self, e: &Error) -> bool {
+    fn refused_as_unsupported(&self, core: &Core, e: &Error) -> bool {
         e.kafka_code() == Some(KafkaCode::UnsupportedVersion)
             && self
-                .consumer
+                .running
                 .as_ref()
-                .is_some_and(|c| !c.joined && c.generation.is_none())
+                .is_some_and(|c| !c.joined && core.generation().is_none())
     }
 
-    /// [`GroupMember::poll`] under the consumer protocol: joins first if needed, and returns
+    /// [`GroupMember::poll`](crate::GroupMember::poll) under the consumer protocol: joins first if needed, and returns
     /// within about the caller's time whatever the group does; `Ok(None)`: the member fell
     /// back to classic, whose poll goes on.
-    pub(super) fn consumer_poll(&mut self, deadline: Instant) -> Result<Option<Vec<GroupEvent>>> {
-        let mut events = std::mem::take(&mut self.undelivered);
-        match self.start_unless_started(&mut events, deadline)? {
+    pub(in crate::group) fn poll(
+        &mut self,
+        core: &mut Core,
+        deadline: Instant,
+    ) -> Result<Option<Vec<GroupEvent>>> {
+        let mut events = std::mem::take(&mut core.undelivered);
+        match self.start_unless_started(core, &mut events, deadline)? {
             Start::Started => {}
             Start::FellBack => return Ok(None),
             // The poll's events go now; the start is tried again at the next call.
-            Start::NotYet => return Ok(Some(std::mem::take(&mut self.undelivered))),
+            Start::NotYet => return Ok(Some(std::mem::take(&mut core.undelivered))),
         }
         loop {
-            if !self.take_steps(&mut events, deadline, Batching::OneKind)? {
+            if !self.take_steps(core, &mut events, deadline, Batching::OneKind)? {
                 return Ok(None);
             }
             if !events.is_empty() {
                 return Ok(Some(events));
             }
-            let Some(c) = self.consumer.as_ref() else {
+            let Some(c) = self.running.as_ref() else {
                 return Ok(Some(events));
             };
-            match self.wakeup.recv_deadline(&c.thread.notices, deadline) {
+            match core.wakeup.recv_deadline(&c.thread.notices, deadline) {
                 Waited::Got(()) => {}
                 Waited::TimedOut => return Ok(Some(events)),
-                Waited::Woken => self.wakeup.check()?,
+                Waited::Woken => core.wakeup.check()?,
             }
         }
     }
 
     /// Acknowledges a revocation the application had, takes what the heartbeat thread queued,
     /// and reports it as events, in order.
-    fn consumer_steps(
+    fn steps(
         &mut self,
+        core: &mut Core,
         events: &mut Vec<GroupEvent>,
         deadline: Instant,
         batching: Batching,
     ) -> Result<()> {
-        let Some(c) = self.consumer.as_mut() else {
+        let Some(c) = self.running.as_mut() else {
             return Ok(());
         };
         if let Some(f) = c.fatal.clone() {
-            return Err(self.fatal_error(f));
+            return Err(self.fatal_error(core, f));
         }
         {
             let mut shared = c.thread.lock();
@@ -345,7 +358,7 @@ impl GroupMember {
                 // Left after a late poll; this call is the poll that was late.
                 log::info!(
                     "group {}: rejoining after leaving on a late poll",
-                    self.config.group_id
+                    core.config.group_id
                 );
                 drop(shared);
                 c.thread.heartbeat_now();
@@ -369,16 +382,15 @@ impl GroupMember {
             let epoch = shared.membership.epoch();
             if epoch > 0 {
                 let member_id = shared.membership.member_id().to_string();
-                if !c
-                    .generation
-                    .as_ref()
+                if !core
+                    .generation()
                     .is_some_and(|g| g.id == epoch && g.member_id == member_id)
                 {
-                    c.generation = Some(Generation {
+                    core.state.set_epoch(Some(Generation {
                         id: epoch,
                         member_id,
                         protocol: None,
-                    });
+                    }));
                 }
             }
             if shared.coordinator.is_some() && shared.coordinator != c.coordinator {
@@ -394,7 +406,7 @@ impl GroupMember {
             let settled = epoch > 0 && *shared.membership.phase() == Phase::Stable;
             drop(shared);
             if settled && c.pending.is_empty() && !c.joined {
-                self.mark_joined();
+                self.mark_joined(core);
                 if !events.iter().any(|e| matches!(e, GroupEvent::Assigned { .. })) {
                     // Joined with nothing (yet): say so, as a classic join does.
                     events.push(GroupEvent::Assigned {
@@ -405,19 +417,20 @@ impl GroupMember {
                 }
             }
         }
-        self.report_pending(events, deadline, batching)
+        self.report_pending(core, events, deadline, batching)
     }
 
     /// Reports the pending steps until one needs the application first (a revocation) or
     /// names a topic the metadata does not know yet.
     fn report_pending(
         &mut self,
+        core: &mut Core,
         events: &mut Vec<GroupEvent>,
         deadline: Instant,
         batching: Batching,
     ) -> Result<()> {
         loop {
-            let Some(c) = self.consumer.as_mut() else {
+            let Some(c) = self.running.as_mut() else {
                 return Ok(());
             };
             if c.revoking {
@@ -426,34 +439,34 @@ impl GroupMember {
             let Some(step) = c.pending.front().cloned() else {
                 return Ok(());
             };
-            let generation = c.generation.as_ref().map_or(0, |g| g.id);
+            let generation = core.generation().map_or(0, |g| g.id);
             if batching == Batching::OneKind && !fits(events, &step) {
                 return Ok(());
             }
             let partitions = match &step {
-                Step::Revoke(p) | Step::Assign(p) | Step::Lose(p) => match self.named(p, deadline) {
+                Step::Revoke(p) | Step::Assign(p) | Step::Lose(p) => match self.named(core, p, deadline) {
                     Some(named) => named,
                     None => return Ok(()),
                 },
                 Step::Fatal(f) => {
                     let f = f.clone();
-                    if let Some(c) = self.consumer.as_mut() {
+                    if let Some(c) = self.running.as_mut() {
                         c.pending.pop_front();
                         c.fatal = Some(f.clone());
                     }
-                    return Err(self.fatal_error(f));
+                    return Err(self.fatal_error(core, f));
                 }
                 _ => Vec::new(),
             };
-            let Some(c) = self.consumer.as_mut() else {
+            let Some(c) = self.running.as_mut() else {
                 return Ok(());
             };
             c.pending.pop_front();
             match step {
                 Step::Revoke(_) => {
-                    remove_from(&mut self.assignment, &partitions);
+                    remove_from(&mut core.assignment, &partitions);
                     c.revoking = true;
-                    log::info!("{}: revoking {} partitions", self.ctx(), partitions.len());
+                    log::info!("{}: revoking {} partitions", core.ctx(), partitions.len());
                     events.push(GroupEvent::Revoked {
                         generation,
                         partitions,
@@ -461,13 +474,13 @@ impl GroupMember {
                 }
                 Step::Assign(_) => {
                     for tp in &partitions {
-                        let ps = self.assignment.partitions.entry(tp.topic.clone()).or_default();
+                        let ps = core.assignment.partitions.entry(tp.topic.clone()).or_default();
                         if let Err(at) = ps.binary_search(&tp.partition) {
                             ps.insert(at, tp.partition);
                         }
                     }
-                    log::info!("{}: assigned {} partitions", self.ctx(), partitions.len());
-                    self.mark_joined();
+                    log::info!("{}: assigned {} partitions", core.ctx(), partitions.len());
+                    self.mark_joined(core);
                     match events.last_mut() {
                         // One poll, one `Assigned`: reconciliations that followed each other
                         // since the last poll are reported together, in the latest epoch.
@@ -489,17 +502,17 @@ impl GroupMember {
                     }
                 }
                 Step::Lose(_) => {
-                    remove_from(&mut self.assignment, &partitions);
+                    remove_from(&mut core.assignment, &partitions);
                     log::warn!(
                         "{}: {} partitions lost (fenced by the coordinator, or left after a late \
                          poll); rejoining",
-                        self.ctx(),
+                        core.ctx(),
                         partitions.len()
                     );
-                    if let Some(c) = self.consumer.as_mut() {
+                    if let Some(c) = self.running.as_mut() {
                         c.joined = false;
-                        c.generation = None;
                     }
+                    core.state.set_epoch(None);
                     events.push(GroupEvent::Lost {
                         generation,
                         partitions,
@@ -512,39 +525,44 @@ impl GroupMember {
 
     /// The coordinator has taken the member in (its first assignment is reported): `join`
     /// returns, the join time is recorded.
-    fn mark_joined(&mut self) {
-        let Some(c) = self.consumer.as_mut() else {
+    fn mark_joined(&mut self, core: &mut Core) {
+        let Some(c) = self.running.as_mut() else {
             return;
         };
         if std::mem::replace(&mut c.joined, true) {
             return;
         }
-        let took = self.join_started.take().map_or(Duration::ZERO, |t| t.elapsed());
-        self.metrics.joined(took, Duration::ZERO, true);
+        let took = core.join_started.take().map_or(Duration::ZERO, |t| t.elapsed());
+        core.metrics.joined(took, Duration::ZERO, true);
     }
 
     /// `partitions` by topic name, looking unknown topic ids up in the metadata of the
     /// subscribed topics (once per call); `None` if some are still unknown.
-    fn named(&mut self, partitions: &Partitions, deadline: Instant) -> Option<Vec<TopicPartition>> {
-        let known = |c: &ConsumerMember| partitions.keys().all(|id| c.names.contains_key(id));
-        let c = self.consumer.as_mut()?;
+    fn named(
+        &mut self,
+        core: &mut Core,
+        partitions: &Partitions,
+        deadline: Instant,
+    ) -> Option<Vec<TopicPartition>> {
+        let known = |c: &Running| partitions.keys().all(|id| c.names.contains_key(id));
+        let c = self.running.as_mut()?;
         if !known(c) {
-            let cached = self.client.cached_metadata();
+            let cached = core.client.cached_metadata();
             learn_names(&mut c.names, &cached);
         }
-        if !known(self.consumer.as_ref()?) {
-            let topics: Vec<&str> = self.config.topics.iter().map(String::as_str).collect();
-            let by = super::lookup_deadline(deadline);
-            match self.client.refresh_metadata_by(Some(&topics), by) {
-                Ok(meta) => learn_names(&mut self.consumer.as_mut()?.names, &meta),
-                Err(e) => log::debug!("{}: metadata for the assigned topic ids: {e}", self.ctx()),
+        if !known(self.running.as_ref()?) {
+            let topics: Vec<&str> = core.config.topics.iter().map(String::as_str).collect();
+            let by = lookup_deadline(deadline);
+            match core.client.refresh_metadata_by(Some(&topics), by) {
+                Ok(meta) => learn_names(&mut self.running.as_mut()?.names, &meta),
+                Err(e) => log::debug!("{}: metadata for the assigned topic ids: {e}", core.ctx()),
             }
         }
-        let c = self.consumer.as_ref()?;
+        let c = self.running.as_ref()?;
         if !known(c) {
             log::debug!(
                 "{}: assigned topic ids not in the metadata yet; waiting",
-                self.ctx()
+                core.ctx()
             );
             return None;
         }
@@ -560,25 +578,25 @@ impl GroupMember {
     }
 
     /// The error a stopped consumer-protocol member returns, moving it to its final state.
-    fn fatal_error(&mut self, f: Fatal) -> Error {
-        let group = self.config.group_id.clone();
-        let instance_id = self.config.group_instance_id.clone().unwrap_or_default();
-        self.assignment = Assignment::default();
+    fn fatal_error(&mut self, core: &mut Core, f: Fatal) -> Error {
+        let group = core.config.group_id.clone();
+        let instance_id = core.config.group_instance_id.clone().unwrap_or_default();
+        core.assignment = Assignment::default();
         match f {
             Fatal::InstanceFenced => {
-                if self.state.state() != MemberState::Fenced {
-                    self.transition(Transition::Fenced);
+                if core.state.state() != MemberState::Fenced {
+                    core.transition(Transition::Fenced);
                     log::error!(
                         "{}: fenced by another member with the same group.instance.id; stopping",
-                        self.ctx()
+                        core.ctx()
                     );
                 }
-                self.fenced_error()
+                core.fenced_error()
             }
             Fatal::InstanceInUse { attempts } => {
                 log::error!(
                     "{}: group.instance.id {instance_id:?} is still held by another member; stopping",
-                    self.ctx()
+                    core.ctx()
                 );
                 Error::InstanceInUse {
                     group,
@@ -593,9 +611,7 @@ impl GroupMember {
                     Scope::group(&group),
                     message,
                 );
-                if matches!(e, Error::Authorization { .. }) {
-                    return self.stop_if_denied(e);
-                }
+                // A denial stops the member: the shell's `stop_if_denied` sees this error.
                 e
             }
         }
@@ -604,9 +620,9 @@ impl GroupMember {
     /// The generation a commit carries: under the consumer protocol the member epoch as the
     /// heartbeat thread knows it now (it may have moved since the last poll, and a commit with
     /// an older one is refused with STALE_MEMBER_EPOCH).
-    pub(crate) fn commit_generation(&mut self) -> Option<Generation> {
-        let Some(c) = self.consumer.as_mut() else {
-            return self.state.generation().cloned();
+    pub(in crate::group) fn commit_generation(&mut self, core: &mut Core) -> Option<Generation> {
+        let Some(c) = self.running.as_mut() else {
+            return core.state.generation().cloned();
         };
         let shared = c.thread.lock();
         let epoch = shared.membership.epoch();
@@ -619,8 +635,13 @@ impl GroupMember {
 
     /// Leaves under the consumer protocol: the leave heartbeat (epoch -1, or -2 for a static
     /// member that will come back, `temporary`) by `deadline`, then the thread stops.
-    pub(super) fn consumer_leave(&mut self, temporary: bool, deadline: Instant) -> Result<()> {
-        let Some(mut c) = self.consumer.take() else {
+    pub(in crate::group) fn leave(
+        &mut self,
+        core: &mut Core,
+        temporary: bool,
+        deadline: Instant,
+    ) -> Result<()> {
+        let Some(mut c) = self.running.take() else {
             return Ok(());
         };
         let epoch = {
@@ -632,11 +653,11 @@ impl GroupMember {
         let left = c.thread.wait_left(deadline);
         let last = c.thread.lock().last_error.take();
         c.thread.shutdown(crate::deadline::left(deadline));
-        self.assignment = Assignment::default();
+        core.assignment = Assignment::default();
         if left || epoch.is_none() {
             log::info!(
                 "{}: {}",
-                self.ctx(),
+                core.ctx(),
                 match epoch {
                     Some(-2) =>
                         "left temporarily (epoch -2): the coordinator keeps this static \
@@ -648,42 +669,40 @@ impl GroupMember {
             Ok(())
         } else {
             Err(Error::retries_timeout(
-                format!("leaving group {}", self.config.group_id),
+                format!("leaving group {}", core.config.group_id),
                 last,
             ))
         }
     }
 
-    /// The consumer-protocol member's state for [`GroupMember::state`].
-    pub(super) fn consumer_state(&self) -> Option<MemberState> {
-        let c = self.consumer.as_ref()?;
-        if self.state.state() != MemberState::Unjoined {
-            return None;
+    /// The member's state: the core's once it has ended (fenced, denied, left, closed),
+    /// else joining until the coordinator has taken the member in, then stable.
+    pub(in crate::group) fn state(&self, core: &Core) -> MemberState {
+        match &self.running {
+            Some(c) if core.state.state() == MemberState::Unjoined => match c.joined {
+                true => MemberState::Stable,
+                false => MemberState::Joining,
+            },
+            _ => core.state.state(),
         }
-        Some(if c.joined {
-            MemberState::Stable
-        } else {
-            MemberState::Joining
-        })
     }
 
-    /// The consumer-protocol member's generation (member epoch) for
-    /// [`GroupMember::generation`].
-    pub(super) fn consumer_generation(&self) -> Option<Option<&Generation>> {
-        self.consumer.as_ref().map(|c| c.generation.as_ref())
+    /// Whether the member holds a membership (started, and not left).
+    pub(in crate::group) fn is_running(&self) -> bool {
+        self.running.is_some()
     }
 
-    /// Stops the consumer protocol's heartbeat thread without leaving (a crash, for tests).
-    pub(super) fn abandon_consumer_protocol(&mut self) {
-        if let Some(mut c) = self.consumer.take() {
+    /// Stops the heartbeat thread without leaving (a crash, for tests).
+    pub(in crate::group) fn crash(&mut self) {
+        if let Some(mut c) = self.running.take() {
             c.thread.shutdown(Duration::from_secs(1));
         }
     }
 
     /// Stops or resumes the heartbeats without the member knowing, as a hung process would
     /// (`unstable::TestHooks`).
-    pub(super) fn freeze_consumer_heartbeats(&self, frozen: bool) {
-        if let Some(c) = &self.consumer {
+    pub(in crate::group) fn freeze(&self, frozen: bool) {
+        if let Some(c) = &self.running {
             c.thread.lock().frozen = frozen;
             if !frozen {
                 c.thread.heartbeat_now();
@@ -691,15 +710,18 @@ impl GroupMember {
         }
     }
 
-    /// The coordinator the consumer-protocol member's heartbeats last reached, as of the last
-    /// call.
-    pub(super) fn consumer_coordinator(&self) -> Option<Option<&crate::client::Broker>> {
-        self.consumer.as_ref().map(|c| c.coordinator.as_ref())
+    /// The coordinator the heartbeats last reached, as of the last call (before the protocol
+    /// started, the one the session found).
+    pub(in crate::group) fn coordinator<'a>(&'a self, core: &'a Core) -> Option<&'a crate::client::Broker> {
+        match &self.running {
+            Some(c) => c.coordinator.as_ref(),
+            None => core.session.coordinator.as_ref(),
+        }
     }
 
-    /// Whether the consumer-protocol member has yet to join.
-    pub(super) fn consumer_joining(&self) -> Option<bool> {
-        self.consumer.as_ref().map(|c| !c.joined)
+    /// Whether the member has yet to be taken in by the coordinator.
+    pub(in crate::group) fn rejoin_pending(&self) -> bool {
+        self.running.as_ref().map_or(true, |c| !c.joined)
     }
 }
 

@@ -4,16 +4,21 @@
 //! real broker will not produce on demand (a broker advertising the protocol and refusing it,
 //! an instance id never released).
 
-use super::scripted::{client, poll_until};
-use super::*;
+use crate::group::assignment::{Assignment, TopicPartition};
+use crate::group::classic::scripted::{client, poll_until};
 use crate::group::GroupProtocolPolicy;
+use crate::group::{GroupEvent, GroupMember, RebalanceProtocol};
 use crate::net::script::{topic_id, Answer, Script};
 use crate::protocol::messages::consumer_group_heartbeat_response as response;
 use crate::protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatRequest, HeartbeatResponse,
     JoinGroupResponse, SyncGroupResponse,
 };
+use crate::protocol::messages::{JoinGroupRequest, SyncGroupRequest};
+use crate::{Error, KafkaCode};
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const MS: Duration = Duration::from_millis(1);
 /// How long a condition is waited for before the test fails (never reached when it passes).

@@ -4,12 +4,14 @@
 //! static leader told to skip it (KIP-814) checks the group's kept assignment instead
 //! ([`metadata_watch`](super::metadata_watch)).
 
-use super::{lookup_deadline, GroupMember};
+use super::leader::LeaderSnapshot;
+use super::Classic;
 use crate::client::{topic_denied, Metadata};
 use crate::error::{Error, Result};
 use crate::group::assignment::{Assignment, Subscription};
 use crate::group::assignor::{Assignor, MemberSubscription};
-use crate::group::leader::LeaderSnapshot;
+use crate::group::member::core::Core;
+use crate::group::member::lookup_deadline;
 use crate::protocol::messages::join_group_response::JoinGroupResponseMember;
 use crate::protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::messages::JoinGroupResponse;
@@ -19,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-impl GroupMember {
+impl Classic {
     /// The leader's part: decode subscriptions, look up partition counts, run the assignor.
     ///
     /// A restarted static leader that the coordinator tells to skip the assignment (KIP-814
@@ -30,13 +32,14 @@ impl GroupMember {
     /// no one.
     pub(super) fn lead(
         &mut self,
+        core: &mut Core,
         resp: &JoinGroupResponse,
         deadline: Instant,
     ) -> Result<Vec<SyncGroupRequestAssignment>> {
         let assignor =
-            chosen_assignor(&self.config.assignors, resp.protocol_name.as_deref()).ok_or_else(|| {
+            chosen_assignor(&core.config.assignors, resp.protocol_name.as_deref()).ok_or_else(|| {
                 Error::Group {
-                    group: self.config.group_id.clone(),
+                    group: core.config.group_id.clone(),
                     code: KafkaCode::InconsistentGroupProtocol,
                     during: "assigning partitions",
                 }
@@ -44,21 +47,21 @@ impl GroupMember {
         let members = member_subscriptions(&resp.members, |member_id, e| {
             log::warn!(
                 "{}: member {member_id} sent unreadable metadata ({e}); it gets nothing",
-                self.ctx()
+                core.ctx()
             )
         });
         let topics = subscribed_topics(&members);
-        let partitions = self.partition_counts(topics.iter().map(String::as_str), deadline)?;
+        let partitions = self.partition_counts(core, topics.iter().map(String::as_str), deadline)?;
         if resp.skip_assignment {
             log::info!(
                 "{}: leader rejoined with skip_assignment; checking that the group's assignment covers the subscribed topics",
-                self.ctx()
+                core.ctx()
             );
-            self.metrics.skipped_assignment();
+            core.metrics.skipped_assignment();
             // Unchecked until the group's assignment is read: the partition counts at our
             // rejoin say nothing about what the assignment was made for.
             self.leader_snapshot = Some(LeaderSnapshot { topics, counts: None });
-            self.check_kept_assignment(&partitions);
+            self.check_kept_assignment(core, &partitions);
             return Ok(Vec::new());
         }
         self.leader_snapshot = Some(LeaderSnapshot {
@@ -73,6 +76,7 @@ impl GroupMember {
     /// with no time to spare still gets one lookup of a useful length, as for the coordinator).
     pub(super) fn partition_counts<'a>(
         &self,
+        core: &Core,
         topics: impl IntoIterator<Item = &'a str>,
         deadline: Instant,
     ) -> Result<BTreeMap<String, i32>> {
@@ -80,7 +84,7 @@ impl GroupMember {
         if topics.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let meta = self
+        let meta = core
             .client
             .refresh_metadata_by(Some(&topics), lookup_deadline(deadline))?;
         partition_counts_in(&meta, &topics)

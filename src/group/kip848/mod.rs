@@ -2,8 +2,9 @@
 //! ConsumerGroupHeartbeat carries, what an answer does to the member, and the incremental
 //! reconciliation of the assignment the coordinator sends.
 //!
-//! No socket or thread here: `member/kip848.rs` wires it to the coordinator and the
-//! heartbeat thread. Kept apart so that every rule is unit-tested without a broker. The rules follow Kafka's own client
+//! No socket or thread here: the engine (`member.rs`) wires it to the coordinator and the
+//! heartbeat thread (`heartbeat.rs`). Kept apart so that every rule is unit-tested without a
+//! broker. The rules follow Kafka's own client
 //! (`ConsumerMembershipManager`, `ConsumerHeartbeatRequestManager`):
 //!
 //! - a member joins with epoch 0 and every field; later heartbeats leave out (send null for)
@@ -30,6 +31,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 pub(crate) mod heartbeat;
+pub(in crate::group) mod member;
+#[cfg(test)]
+mod scripted;
 
 /// Partitions by topic id.
 pub(crate) type Partitions = BTreeMap<Uuid, BTreeSet<i32>>;

@@ -4,7 +4,9 @@
 //! with a deadline.
 
 use super::*;
+use crate::client::Client;
 use crate::group::assignment::{Assignment, Subscription};
+use crate::group::GroupMember;
 use crate::net::script::{Answer, Script};
 use crate::protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use crate::protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -17,6 +19,7 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 
 const MS: Duration = Duration::from_millis(1);
 const SESSION: Duration = Duration::from_millis(1500);
@@ -98,7 +101,7 @@ fn tps(partitions: &[i32]) -> Vec<TopicPartition> {
     partitions.iter().map(|p| TopicPartition::new("t", *p)).collect()
 }
 
-pub(super) fn client(s: &Script) -> Client {
+pub(in crate::group) fn client(s: &Script) -> Client {
     s.client(
         Client::builder()
             .bootstrap_servers("b0:9092")
@@ -131,7 +134,7 @@ fn member_with_session(s: &Script, instance: Option<&str>, session: Duration) ->
 
 /// Polls `m` until `done` holds, failing the test after [`WAIT`] or on an error; returns the
 /// events polled meanwhile.
-pub(super) fn poll_until(
+pub(in crate::group) fn poll_until(
     m: &mut GroupMember,
     what: &str,
     mut done: impl FnMut(&GroupMember) -> bool,
@@ -893,7 +896,7 @@ fn a_leaders_metadata_lookup_ends_with_the_calls_time() {
         "the silent answer went to the leader's lookup: {asked:?}"
     );
     assert!(
-        took < super::MIN_LOOKUP + crate::deadline::LOAD_MARGIN,
+        took < crate::group::member::MIN_LOOKUP + crate::deadline::LOAD_MARGIN,
         "join(300 ms) took {took:?} behind a silent Metadata"
     );
     // The member goes on and assigns once the broker answers.

@@ -3,8 +3,10 @@
 //! (a broker resource, over the member's coordinator connection) only when that error comes,
 //! so the join itself pays nothing for it.
 
-use super::{lookup_deadline, GroupMember};
+use super::Classic;
 use crate::error::Error;
+use crate::group::member::core::Core;
+use crate::group::member::lookup_deadline;
 use crate::protocol::messages::describe_configs_request::DescribeConfigsResource;
 use crate::protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use crate::KafkaCode;
@@ -15,34 +17,43 @@ const BROKER_RESOURCE: i8 = 4;
 const MIN: &str = "group.min.session.timeout.ms";
 const MAX: &str = "group.max.session.timeout.ms";
 
-impl GroupMember {
+impl Classic {
     /// [`Error::InvalidSessionTimeout`] for this member, with the coordinator's bounds if they
     /// can be read by `deadline` (or within one lookup's minimum when less is left), else why
     /// not.
-    pub(super) fn invalid_session_timeout(&mut self, deadline: Instant) -> Error {
-        let bounds = self.read_session_bounds(lookup_deadline(deadline));
+    pub(super) fn invalid_session_timeout(&mut self, core: &mut Core, deadline: Instant) -> Error {
+        let bounds = self.read_session_bounds(core, lookup_deadline(deadline));
         if let Err(why) = &bounds {
-            log::debug!("{}: could not read {MIN}/{MAX}: {why}", self.ctx());
+            log::debug!("{}: could not read {MIN}/{MAX}: {why}", core.ctx());
         }
         let (broker_bounds, bounds_unread) = match bounds {
             Ok(b) => (Some(b), None),
             Err(why) => (None, Some(why)),
         };
         Error::InvalidSessionTimeout {
-            group: self.config.group_id.clone(),
-            session_timeout: self.config.session_timeout,
+            group: core.config.group_id.clone(),
+            session_timeout: core.config.session_timeout,
             broker_bounds,
             bounds_unread,
         }
     }
 
-    fn read_session_bounds(&mut self, deadline: Instant) -> Result<(Duration, Duration), String> {
-        let broker = self
+    fn read_session_bounds(
+        &mut self,
+        core: &mut Core,
+        deadline: Instant,
+    ) -> Result<(Duration, Duration), String> {
+        let broker = core
+            .session
             .coordinator
             .as_ref()
             .map(|b| b.id.to_string())
             .ok_or("the coordinator is unknown")?;
-        let conn = self.conn.as_mut().ok_or("no connection to the coordinator")?;
+        let conn = core
+            .session
+            .conn
+            .as_mut()
+            .ok_or("no connection to the coordinator")?;
         let resp = conn
             .request(Some(deadline), |_| session_bounds_request(&broker))
             .map_err(|e| format!("DescribeConfigs failed: {e}"))?;

@@ -9,13 +9,13 @@
 //! What the thread does with each answer is decided by [`on_answer`] and [`on_failure`], pure
 //! functions of the answer and the generation, unit-tested row by row.
 
-use super::action::{classify, GroupAction};
-use super::metrics::Metrics;
-use super::poll_timer::{PollClock, PollTimer};
-use super::requests;
-use super::state::Generation;
 use super::timer::HeartbeatTimer;
 use crate::client::{Broker, Client};
+use crate::group::action::{classify, GroupAction};
+use crate::group::metrics::Metrics;
+use crate::group::poll_timer::{PollClock, PollTimer};
+use crate::group::requests;
+use crate::group::state::Generation;
 use crate::net::link::{Link, Purpose};
 use crate::protocol::messages::HeartbeatRequest;
 use crate::protocol::ApiKey;
@@ -47,7 +47,7 @@ pub(crate) enum Command {
 
 /// From the heartbeat thread to its member. Every event but a coordinator move carries the
 /// whole generation it concerns, for the member to check against its own
-/// ([`is_current`](super::state::is_current)).
+/// ([`is_current`](crate::group::state::is_current)).
 #[derive(Debug)]
 pub(crate) enum Event {
     /// The group must be joined again.
@@ -584,7 +584,7 @@ impl Heartbeats {
         let resp = conn.send_at(&req, version, Some(timeout));
         self.stop.watch(None);
         // Already out (UNKNOWN_MEMBER_ID: the session expired meanwhile) is what the leave was for.
-        if let Some(code) = super::member::leave_error(&resp?) {
+        if let Some(code) = super::leave_error(&resp?) {
             return Err(crate::Error::Kafka {
                 api: ApiKey::LeaveGroup,
                 code,
