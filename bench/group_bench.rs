@@ -35,6 +35,7 @@ fn main() -> Result<(), BoxError> {
         ),
         "dynamic" => dynamic(&bootstrap, n.unwrap_or(50)),
         "many" => many(&bootstrap, n.unwrap_or(1000)),
+        "threads" => thread_counts(&bootstrap, n.unwrap_or(100)),
         "absorb" => absorb(
             &bootstrap,
             n.unwrap_or(3),
@@ -43,7 +44,10 @@ fn main() -> Result<(), BoxError> {
                 .and_then(|a| a.parse().ok())
                 .map(Duration::from_millis),
         ),
-        other => Err(format!("unknown benchmark {other:?} (restart, dynamic, many, absorb)").into()),
+        other => Err(format!(
+            "unknown benchmark {other:?} (restart, restart-peers, dynamic, many, threads, absorb)"
+        )
+        .into()),
     };
     result
 }
@@ -268,6 +272,87 @@ fn threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .map(|d| d.count())
         .unwrap_or(0)
+}
+
+/// The threads the library starts, counted as the process's threads beyond those before it
+/// (this program's own work all runs on its main thread): for a consumer that has fetched
+/// from the topic's one leader, a producer that has written to it, and `n` static members of
+/// one group, all polled from this one thread, on each group protocol.
+fn thread_counts(bootstrap: &str, n: usize) -> Result<(), BoxError> {
+    let c = client(bootstrap)?;
+    let topic = topic(&c, 6)?;
+    let before = threads();
+    {
+        let mut producer = c.producer().build()?;
+        for p in 0..6 {
+            producer.send(ProducerRecord::new(&topic, b"v".to_vec()).partition(p))?;
+        }
+        producer.flush()?;
+        println!(
+            "a producer (one leader written to): {} threads",
+            threads() - before
+        );
+        producer.close()?;
+    }
+    settle(before);
+    for protocol in [GroupProtocol::Classic, GroupProtocol::Consumer] {
+        {
+            let mut consumer = c
+                .consumer(&format!("threads-consumer-{protocol}-{}", std::process::id()))
+                .group_protocol(protocol)
+                .subscribe([topic.as_str()])
+                .auto_offset_reset(OffsetReset::Earliest)
+                .build()?;
+            let mut got = 0;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while got < 6 && Instant::now() < deadline {
+                got += consumer.poll(Duration::from_millis(100))?.records.len();
+            }
+            println!(
+                "a consumer, {protocol} protocol ({got} records from one leader): {} threads",
+                threads() - before
+            );
+            consumer.close()?;
+        }
+        settle(before);
+        {
+            let group = format!("threads-members-{protocol}-{}", std::process::id());
+            let mut members = (0..n)
+                .map(|i| member_on(protocol, &c, &group, &topic, &format!("m{i}")))
+                .collect::<Result<Vec<_>, _>>()?;
+            let built = threads() - before;
+            let deadline = Instant::now() + Duration::from_secs(300);
+            loop {
+                for m in &mut members {
+                    m.poll(Duration::from_millis(1))?;
+                }
+                let stable = members.iter().all(|m| !m.rejoin_pending());
+                if stable || Instant::now() > deadline {
+                    println!(
+                        "{n} static members of one group, {protocol} protocol, polled from one thread: \
+                         {built} threads built, {} once {}",
+                        threads() - before,
+                        if stable {
+                            "all stable"
+                        } else {
+                            "the deadline passed (not all stable)"
+                        }
+                    );
+                    break;
+                }
+            }
+        }
+        settle(before);
+    }
+    Ok(())
+}
+
+/// Waits (up to 10 s) for the threads of what was just closed to end.
+fn settle(before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while threads() > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// `n` static members of one group in this process, each joined from a thread of its own.
