@@ -105,6 +105,22 @@ round_trips!(
     ConsumerGroupHeartbeatResponse,
     ConsumerProtocolSubscription,
     ConsumerProtocolAssignment,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
 );
 
 #[test]
@@ -181,6 +197,21 @@ mod seeded_by_proptest {
             round_trips::<ConsumerGroupHeartbeatResponse>(seed, max_len)?;
             round_trips::<ConsumerProtocolSubscription>(seed, max_len)?;
             round_trips::<ConsumerProtocolAssignment>(seed, max_len)?;
+        }
+
+        #[test]
+        fn share_group_messages_round_trip_for_any_seed(seed in any::<u64>(), max_len in 0usize..4) {
+            round_trips::<ShareGroupHeartbeatRequest>(seed, max_len)?;
+            round_trips::<ShareGroupHeartbeatResponse>(seed, max_len)?;
+            round_trips::<ShareFetchRequest>(seed, max_len)?;
+            round_trips::<ShareFetchResponse>(seed, max_len)?;
+            round_trips::<ShareAcknowledgeRequest>(seed, max_len)?;
+            round_trips::<ShareAcknowledgeResponse>(seed, max_len)?;
+            round_trips::<ShareGroupDescribeResponse>(seed, max_len)?;
+            round_trips::<DescribeShareGroupOffsetsResponse>(seed, max_len)?;
+            round_trips::<AlterShareGroupOffsetsRequest>(seed, max_len)?;
+            round_trips::<DeleteShareGroupOffsetsResponse>(seed, max_len)?;
+            round_trips::<DeleteGroupsResponse>(seed, max_len)?;
         }
 
         #[test]
