@@ -8,18 +8,45 @@
 //! one owns the member's whole conversation with the coordinator about membership; commits and
 //! offset lookups go over the member's other connection.
 
-use super::{answer, request, Heartbeat, Membership, Phase, Step};
+use super::{answer, request, share_answer, share_request, Answer, Heartbeat, Membership, Phase, Step};
 use crate::client::{lock, Broker, Client};
 use crate::error::{Error, Result};
 use crate::group::metrics::Metrics;
 use crate::group::poll_timer::{PollClock, PollTimer};
 use crate::net::link::{Link, Purpose};
-use crate::protocol::messages::ConsumerGroupHeartbeatResponse;
+use crate::protocol::ApiKey;
 use crate::worker::{Stop, Worker};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// Which heartbeat the thread sends: a consumer group's (KIP-848) or a share group's
+/// (KIP-932), whose membership rules are the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeartbeatApi {
+    /// ConsumerGroupHeartbeat.
+    ConsumerGroup,
+    /// ShareGroupHeartbeat.
+    ShareGroup,
+}
+
+impl HeartbeatApi {
+    fn key(self) -> ApiKey {
+        match self {
+            HeartbeatApi::ConsumerGroup => ApiKey::ConsumerGroupHeartbeat,
+            HeartbeatApi::ShareGroup => ApiKey::ShareGroupHeartbeat,
+        }
+    }
+
+    /// The thread's name prefix (a thread name is cut at 15 bytes, so the group comes last).
+    fn thread_prefix(self) -> &'static str {
+        match self {
+            HeartbeatApi::ConsumerGroup => "kafka-cghb-",
+            HeartbeatApi::ShareGroup => "kafka-shhb-",
+        }
+    }
+}
 
 /// What the member's thread and the heartbeat thread share, under one lock.
 #[derive(Debug)]
@@ -63,6 +90,7 @@ impl HeartbeatThread {
     // them would only be built here.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn spawn(
+        api: HeartbeatApi,
         client: Client,
         group: String,
         membership: Membership,
@@ -93,6 +121,7 @@ impl HeartbeatThread {
             woken.wake.notify_all();
         }));
         let body = Heartbeats {
+            api,
             inner: inner.clone(),
             stop: stop.clone(),
             client,
@@ -104,9 +133,12 @@ impl HeartbeatThread {
             poll_clock: poll.0,
             poll_timer: poll.1,
         };
-        let thread = Worker::spawn(format!("kafka-cghb-{group}"), Some(256 * 1024), stop, move || {
-            body.run()
-        })?;
+        let thread = Worker::spawn(
+            format!("{}{group}", api.thread_prefix()),
+            Some(256 * 1024),
+            stop,
+            move || body.run(),
+        )?;
         Ok(HeartbeatThread {
             inner,
             notices,
@@ -151,6 +183,7 @@ impl HeartbeatThread {
 }
 
 struct Heartbeats {
+    api: HeartbeatApi,
     inner: Arc<Inner>,
     stop: Arc<Stop>,
     client: Client,
@@ -185,8 +218,9 @@ impl Heartbeats {
             };
             let sent = Instant::now();
             log::trace!(
-                "group {}: ConsumerGroupHeartbeat epoch {} owned {:?}",
+                "group {}: {} epoch {} owned {:?}",
                 self.group,
+                self.api.key().name(),
                 hb.member_epoch,
                 hb.owned
             );
@@ -264,11 +298,7 @@ impl Heartbeats {
 
     /// Sends `hb` to `coordinator` (found first if unknown) and reads the answer, within
     /// `request.timeout.ms`.
-    fn send(
-        &mut self,
-        coordinator: Option<Broker>,
-        hb: &Heartbeat,
-    ) -> Result<(Broker, ConsumerGroupHeartbeatResponse)> {
+    fn send(&mut self, coordinator: Option<Broker>, hb: &Heartbeat) -> Result<(Broker, Answer)> {
         let deadline = crate::deadline::after(self.client.connection_config().request_timeout);
         let stop = &self.stop;
         let broker = match coordinator {
@@ -289,25 +319,33 @@ impl Heartbeats {
             return Err(Error::Closed);
         }
         let group = self.group.clone();
-        let result = link.request(Some(deadline), |_| request(&group, hb));
+        let result = match self.api {
+            HeartbeatApi::ConsumerGroup => link
+                .request(Some(deadline), |_| request(&group, hb))
+                .map(|r| answer(&r)),
+            HeartbeatApi::ShareGroup => link
+                .request(Some(deadline), |_| share_request(&group, hb))
+                .map(|r| share_answer(&r)),
+        };
         stop.watch(None);
         Ok((broker, result?))
     }
 
     /// Applies what a heartbeat got; `false` once the thread is to stop.
-    fn apply(&mut self, result: Result<(Broker, ConsumerGroupHeartbeatResponse)>, sent: Instant) -> bool {
+    fn apply(&mut self, result: Result<(Broker, Answer)>, sent: Instant) -> bool {
         let mut shared = lock(&self.inner.shared);
         if self.stop.requested() {
             return false;
         }
         let now = Instant::now();
         match result {
-            Ok((broker, resp)) => {
-                let answer = answer(&resp);
+            Ok((broker, answer)) => {
                 let code = answer.code;
+                let message = answer.message.clone();
                 log::trace!(
-                    "group {}: ConsumerGroupHeartbeat answered {code}, epoch {}, assignment {:?}",
+                    "group {}: {} answered {code}, epoch {}, assignment {:?}",
                     self.group,
+                    self.api.key().name(),
                     answer.member_epoch,
                     answer.assignment
                 );
@@ -331,11 +369,11 @@ impl Heartbeats {
                     self.metrics.heartbeat_ok(now - sent, sent);
                 } else {
                     self.metrics.heartbeat_failed();
-                    log::debug!("group {}: ConsumerGroupHeartbeat answered {code}", self.group);
+                    log::debug!("group {}: {} answered {code}", self.group, self.api.key().name());
                     shared.last_error = Some(Error::Kafka {
-                        api: crate::protocol::ApiKey::ConsumerGroupHeartbeat,
+                        api: self.api.key(),
                         code,
-                        message: resp.error_message.as_ref().map(|m| m.to_string()),
+                        message,
                     });
                 }
                 shared.next = next;
@@ -343,7 +381,7 @@ impl Heartbeats {
             Err(e) => {
                 shared.membership.lost_answer();
                 self.metrics.heartbeat_failed();
-                log::debug!("group {}: ConsumerGroupHeartbeat failed: {e}", self.group);
+                log::debug!("group {}: {} failed: {e}", self.group, self.api.key().name());
                 if e.breaks_connection() || e.is_coordinator_transient() {
                     // Found again before the next one: the coordinator may have moved.
                     shared.coordinator = None;

@@ -11,7 +11,7 @@
 use crate::authorization::Scope;
 use crate::error::{Error, Result};
 use crate::group::config::GroupProtocolPolicy;
-use crate::group::kip848::heartbeat::HeartbeatThread;
+use crate::group::kip848::heartbeat::{HeartbeatApi, HeartbeatThread};
 use crate::group::kip848::{Fatal, Membership, Partitions, Phase, Step};
 use crate::group::member::core::Core;
 use crate::group::member::{lookup_deadline, GroupEvent};
@@ -154,6 +154,7 @@ impl Kip848 {
             m
         };
         let thread = HeartbeatThread::spawn(
+            HeartbeatApi::ConsumerGroup,
             core.client.clone(),
             core.config.group_id.clone(),
             membership,

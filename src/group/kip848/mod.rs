@@ -24,7 +24,10 @@
 //! caller's part.
 
 use crate::protocol::messages::consumer_group_heartbeat_request as request;
-use crate::protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use crate::protocol::messages::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+};
 use crate::protocol::Uuid;
 use crate::KafkaCode;
 use std::collections::{BTreeMap, BTreeSet};
@@ -548,6 +551,45 @@ pub(crate) fn answer(resp: &ConsumerGroupHeartbeatResponse) -> Answer {
     }
 }
 
+/// The ShareGroupHeartbeat (KIP-932) carrying `hb`: a share group's membership follows the
+/// same epochs and rules as KIP-848's (join with 0, leave with -1, the full subscription again
+/// after an error), without what share groups do not have: an instance id, a rebalance
+/// timeout, a server assignor and owned partitions (no partition is any one member's).
+pub(crate) fn share_request(group_id: &str, hb: &Heartbeat) -> ShareGroupHeartbeatRequest {
+    ShareGroupHeartbeatRequest {
+        group_id: group_id.into(),
+        member_id: hb.member_id.as_str().into(),
+        member_epoch: hb.member_epoch,
+        rack_id: hb.rack_id.as_deref().map(Into::into),
+        subscribed_topic_names: hb
+            .subscribed_topics
+            .as_ref()
+            .map(|ts| ts.iter().map(|t| t.as_str().into()).collect()),
+        ..Default::default()
+    }
+}
+
+/// The member's view of a ShareGroupHeartbeat answer, as [`answer`] reads a
+/// ConsumerGroupHeartbeat's.
+pub(crate) fn share_answer(resp: &ShareGroupHeartbeatResponse) -> Answer {
+    Answer {
+        code: KafkaCode::from_code(resp.error_code),
+        message: resp.error_message.as_ref().map(|m| m.to_string()),
+        member_id: resp.member_id.as_ref().map(|m| m.to_string()),
+        member_epoch: resp.member_epoch,
+        heartbeat_interval_ms: resp.heartbeat_interval_ms,
+        assignment: resp.assignment.as_ref().map(|a| {
+            let mut out = Partitions::new();
+            for t in &a.topic_partitions {
+                out.entry(t.topic_id)
+                    .or_default()
+                    .extend(t.partitions.iter().copied());
+            }
+            out
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -971,6 +1013,65 @@ mod tests {
         assert_eq!(
             (unknown.code, unknown.assignment),
             (KafkaCode::UnknownMemberId, None)
+        );
+    }
+
+    #[test]
+    fn a_share_heartbeat_carries_the_membership_without_what_share_groups_lack() {
+        use crate::protocol::messages::share_group_heartbeat_response as share;
+        let hb = Heartbeat {
+            member_id: "m".into(),
+            member_epoch: 0,
+            instance_id: Some("i".into()),
+            rack_id: Some("r".into()),
+            rebalance_timeout_ms: Some(1000),
+            subscribed_topics: Some(vec!["t".into()]),
+            server_assignor: Some("uniform".into()),
+            owned: Some(Partitions::new()),
+        };
+        let req = share_request("g", &hb);
+        assert_eq!(
+            (req.group_id.as_str(), req.member_id.as_str(), req.member_epoch),
+            ("g", "m", 0)
+        );
+        assert_eq!(req.rack_id.as_deref(), Some("r"));
+        let topics: Vec<&str> = req
+            .subscribed_topic_names
+            .iter()
+            .flatten()
+            .map(|t| t.as_str())
+            .collect();
+        assert_eq!(topics, ["t"]);
+        let id = Uuid([7; 16]);
+        let resp = ShareGroupHeartbeatResponse {
+            member_id: Some("m".into()),
+            member_epoch: 3,
+            heartbeat_interval_ms: 5000,
+            assignment: Some(share::Assignment {
+                topic_partitions: vec![
+                    share::TopicPartitions {
+                        topic_id: id,
+                        partitions: vec![1, 0].into(),
+                        ..Default::default()
+                    },
+                    share::TopicPartitions {
+                        topic_id: id,
+                        partitions: vec![2].into(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let a = share_answer(&resp);
+        assert_eq!(
+            (a.code, a.member_epoch, a.heartbeat_interval_ms),
+            (KafkaCode::None, 3, 5000)
+        );
+        assert_eq!(
+            a.assignment,
+            Some(Partitions::from([(id, BTreeSet::from([0, 1, 2]))]))
         );
     }
 }
