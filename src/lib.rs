@@ -107,8 +107,6 @@ mod properties;
 mod protocol;
 mod records;
 mod retry;
-// Wired by the share consumer that is being built; until then only its unit tests use it.
-#[allow(dead_code, unused_imports)]
 mod share;
 pub mod unstable;
 mod wakeup;
@@ -136,6 +134,10 @@ pub use group::{
 pub use net::sasl;
 pub use net::{EndpointIdentification, SecurityProtocol};
 pub use producer::{Acks, DeliveryHandle, Producer, ProducerBuilder, ProducerRecord, RecordMetadata};
+pub use share::{
+    AcknowledgeType, AcknowledgementMode, AcknowledgementResults, Acknowledger, ShareConsumer,
+    ShareConsumerBuilder, ShareRecord,
+};
 // Protocol and record types that public signatures and `Error` variants carry.
 pub use protocol::{ApiKey, DecodeError, EncodeError, Uuid, VersionRange};
 pub use records::{Compression, RecordsError};

@@ -88,6 +88,9 @@ pub(crate) struct MemberConfig {
     pub group_protocol_policy: GroupProtocolPolicy,
     /// How long a consumer-protocol member retries `UNRELEASED_INSTANCE_ID`.
     pub unreleased_instance_id_timeout: Duration,
+    /// A share group's member (KIP-932), for a share consumer: ShareGroupHeartbeat instead of
+    /// ConsumerGroupHeartbeat, no static membership, no fallback.
+    pub share: bool,
     /// The properties set explicitly (by their setters) that the consumer protocol moves to
     /// the broker, so that setting them with it is an error rather than silently ignored.
     pub classic_only_set: Vec<&'static str>,
@@ -115,6 +118,7 @@ impl Default for MemberConfig {
             remote_assignor: None,
             group_protocol_policy: GroupProtocolPolicy::Error,
             unreleased_instance_id_timeout: Duration::from_secs(45),
+            share: false,
             classic_only_set: Vec::new(),
         }
     }

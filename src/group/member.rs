@@ -17,6 +17,7 @@ use super::assignment::{Assignment, TopicPartition};
 use super::assignor::RebalanceProtocol;
 use super::classic::Classic;
 use super::config::MemberConfig;
+use super::kip848::heartbeat::HeartbeatApi;
 use super::kip848::member::Kip848;
 use super::metrics::MemberMetrics;
 use super::poll_timer::PollGuard;
@@ -192,7 +193,10 @@ impl GroupMember {
     pub(super) fn new(client: Client, config: MemberConfig) -> Result<GroupMember> {
         let core = Core::new(client, config);
         let engine = match core.config.group_protocol {
-            crate::GroupProtocol::Consumer => Engine::Kip848(Box::default()),
+            _ if core.config.share => Engine::Kip848(Box::new(Kip848::new(HeartbeatApi::ShareGroup))),
+            crate::GroupProtocol::Consumer => {
+                Engine::Kip848(Box::new(Kip848::new(HeartbeatApi::ConsumerGroup)))
+            }
             crate::GroupProtocol::Classic => Engine::Classic(Box::new(Classic::new(&core))),
         };
         Ok(GroupMember { core, engine })

@@ -16,5 +16,6 @@ pub use connection::{Connection, ConnectionConfig, Interrupter, Pending};
 pub(crate) use tls::TlsSettings;
 pub use tls::{EndpointIdentification, SecurityProtocol, Tls};
 pub use versions::{
-    BrokerVersions, Capability, CONSUMER_GROUP_PROTOCOL, REMOVE_MEMBERS_BY_INSTANCE_ID, STATIC_MEMBERSHIP,
+    BrokerVersions, Capability, CONSUMER_GROUP_PROTOCOL, REMOVE_MEMBERS_BY_INSTANCE_ID, SHARE_GROUPS,
+    STATIC_MEMBERSHIP,
 };

@@ -97,6 +97,19 @@ pub const CONSUMER_GROUP_PROTOCOL: Capability = Capability {
     ],
 };
 
+/// Share groups (KIP-932): membership by ShareGroupHeartbeat, records by ShareFetch and
+/// acknowledgements by ShareAcknowledge. Version 1 of each is Kafka 4.1, where share groups
+/// were a preview the cluster enables with `kafka-features.sh upgrade --feature share.version=1`;
+/// 4.2 made them production-ready (4.0's early-access version 0 is not spoken).
+pub const SHARE_GROUPS: Capability = Capability {
+    name: "share groups (KIP-932; Kafka 4.2+, or 4.1 with the share.version=1 feature enabled)",
+    needs: &[
+        (ApiKey::ShareGroupHeartbeat, 1),
+        (ApiKey::ShareFetch, 1),
+        (ApiKey::ShareAcknowledge, 1),
+    ],
+};
+
 /// KIP-345 batch LeaveGroup: removing static members by `group.instance.id`.
 pub const REMOVE_MEMBERS_BY_INSTANCE_ID: Capability = Capability {
     name: "removing members by group.instance.id (LeaveGroup v3)",
@@ -310,6 +323,17 @@ mod tests {
             &releases::by_name("kraft-4.0").unwrap().apis
         )
         .is_ok());
+    }
+
+    #[test]
+    fn share_groups_need_kafka_4_1_and_name_the_feature() {
+        let e = check(&SHARE_GROUPS, &releases::by_name("kraft-4.0").unwrap().apis).unwrap_err();
+        let Error::MissingCapability { since_release, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(*since_release, Some("kraft-4.1"));
+        assert!(e.to_string().contains("share.version=1"), "{e}");
+        assert!(check(&SHARE_GROUPS, &releases::by_name("kraft-4.2").unwrap().apis).is_ok());
     }
 
     #[test]

@@ -90,6 +90,11 @@ impl PartitionAcks {
         self.by_offset.insert(offset, kind.code());
     }
 
+    /// Accepts `offset` unless the application acknowledged it some other way already.
+    pub(crate) fn accept_unless_acknowledged(&mut self, offset: i64) {
+        self.by_offset.entry(offset).or_insert(ACCEPT);
+    }
+
     /// Acknowledges `first..=last` as gaps (no record there for the application).
     pub(crate) fn gaps(&mut self, first: i64, last: i64) {
         for offset in first..=last {
@@ -102,36 +107,11 @@ impl PartitionAcks {
         self.by_offset.is_empty()
     }
 
-    /// How many offsets are waiting.
-    pub(crate) fn len(&self) -> usize {
-        self.by_offset.len()
-    }
-
-    /// The offsets waiting, in order.
-    pub(crate) fn offsets(&self) -> impl Iterator<Item = i64> + '_ {
-        self.by_offset.keys().copied()
-    }
-
     /// Takes everything waiting, packed into batches.
     pub(crate) fn take_batches(&mut self) -> Vec<Batch> {
         let batches = batches(&self.by_offset);
         self.by_offset.clear();
         batches
-    }
-
-    /// Puts back what [`take_batches`](Self::take_batches) took, for a request that never
-    /// went out; an acknowledgement made since wins.
-    pub(crate) fn restore(&mut self, batches: &[Batch]) {
-        for b in batches {
-            for (i, offset) in (b.first..=b.last).enumerate() {
-                let kind = if b.types.len() == 1 {
-                    b.types[0]
-                } else {
-                    b.types[i]
-                };
-                self.by_offset.entry(offset).or_insert(kind);
-            }
-        }
     }
 }
 
@@ -231,18 +211,22 @@ mod tests {
     fn a_later_acknowledgement_replaces_an_unsent_one() {
         use AcknowledgeType::*;
         let mut a = acks(&[(1, Release), (1, Accept)]);
-        assert_eq!(a.len(), 1);
-        assert_eq!(a.take_batches()[0].types, vec![ACCEPT]);
+        assert_eq!(
+            a.take_batches(),
+            vec![Batch {
+                first: 1,
+                last: 1,
+                types: vec![ACCEPT]
+            }]
+        );
     }
 
     #[test]
-    fn restored_batches_come_back_unless_acknowledged_again() {
+    fn an_implicit_accept_leaves_an_explicit_acknowledgement_alone() {
         use AcknowledgeType::*;
-        let mut a = acks(&[(1, Accept), (2, Release)]);
-        let taken = a.take_batches();
-        a.add(2, Reject);
-        a.restore(&taken);
-        assert_eq!(a.offsets().collect::<Vec<_>>(), vec![1, 2]);
+        let mut a = acks(&[(2, Reject)]);
+        a.accept_unless_acknowledged(1);
+        a.accept_unless_acknowledged(2);
         assert_eq!(a.take_batches()[0].types, vec![ACCEPT, REJECT]);
     }
 

@@ -88,10 +88,10 @@ impl ShareSession {
 }
 
 fn next_epoch(epoch: i32) -> i32 {
-    if epoch >= i32::MAX || epoch < 0 {
-        1
-    } else {
+    if (0..i32::MAX).contains(&epoch) {
         epoch + 1
+    } else {
+        1
     }
 }
 

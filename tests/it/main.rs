@@ -43,6 +43,7 @@ mod sasl_tests;
 mod secure_broker_tests;
 mod secure_interop_tests;
 mod secure_tests;
+mod share_tests;
 mod support;
 mod tls_tests;
 mod transaction_interop_tests;

@@ -18,16 +18,19 @@ use crate::group::member::{lookup_deadline, GroupEvent};
 use crate::group::poll_timer::PollTimer;
 use crate::group::state::{Generation, MemberState, Transition};
 use crate::group::{Assignment, TopicPartition};
-use crate::net::CONSUMER_GROUP_PROTOCOL;
+use crate::net::{CONSUMER_GROUP_PROTOCOL, SHARE_GROUPS};
 use crate::protocol::{ApiKey, Uuid};
 use crate::wakeup::Waited;
 use crate::KafkaCode;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// The KIP-848 engine: nothing until the protocol starts at the first join or poll.
-#[derive(Debug, Default)]
+/// The KIP-848 engine: nothing until the protocol starts at the first join or poll. A share
+/// group's member (KIP-932) runs on it too, with ShareGroupHeartbeat: the membership rules are
+/// the same.
+#[derive(Debug)]
 pub(in crate::group) struct Kip848 {
+    api: HeartbeatApi,
     running: Option<Running>,
 }
 
@@ -118,6 +121,11 @@ fn new_member_id() -> String {
 }
 
 impl Kip848 {
+    /// The engine of a member whose heartbeats are `api`'s.
+    pub(in crate::group) fn new(api: HeartbeatApi) -> Kip848 {
+        Kip848 { api, running: None }
+    }
+
     /// Hands a changed subscription to the heartbeat thread, whose next heartbeat (sent now)
     /// carries it; before the first join, the start takes it from the config.
     pub(in crate::group) fn subscribe(&mut self, core: &mut Core) {
@@ -134,7 +142,11 @@ impl Kip848 {
         let Some(conn) = core.session.conn.as_ref() else {
             return Ok(Start::NotYet);
         };
-        if let Err(e) = conn.check(&CONSUMER_GROUP_PROTOCOL) {
+        let needs = match self.api {
+            HeartbeatApi::ConsumerGroup => &CONSUMER_GROUP_PROTOCOL,
+            HeartbeatApi::ShareGroup => &SHARE_GROUPS,
+        };
+        if let Err(e) = conn.check(needs) {
             self.fall_back_or(core, e)?;
             return Ok(Start::FellBack);
         }
@@ -144,7 +156,12 @@ impl Kip848 {
                 core.instance_id_to_send(),
                 core.config.max_poll_interval,
             )
-            .server_assignor(core.config.remote_assignor.clone())
+            .server_assignor(
+                core.config
+                    .remote_assignor
+                    .clone()
+                    .filter(|_| self.api == HeartbeatApi::ConsumerGroup),
+            )
             .unreleased_retries(unreleased_retries(
                 core.config.unreleased_instance_id_timeout,
                 core.config.retry_backoff(&core.client),
@@ -154,7 +171,7 @@ impl Kip848 {
             m
         };
         let thread = HeartbeatThread::spawn(
-            HeartbeatApi::ConsumerGroup,
+            self.api,
             core.client.clone(),
             core.config.group_id.clone(),
             membership,
@@ -184,8 +201,12 @@ impl Kip848 {
             coordinator: core.session.coordinator.clone(),
         });
         log::info!(
-            "{}: joining with the consumer group protocol (KIP-848)",
-            core.ctx()
+            "{}: joining with {}",
+            core.ctx(),
+            match self.api {
+                HeartbeatApi::ConsumerGroup => "the consumer group protocol (KIP-848)",
+                HeartbeatApi::ShareGroup => "the share group protocol (KIP-932)",
+            }
         );
         Ok(Start::Started)
     }
@@ -193,6 +214,10 @@ impl Kip848 {
     /// The coordinator lacks the consumer protocol (`why`): the error, or classic by policy
     /// (`Ok`: the heartbeat thread has stopped, and the member becomes a classic one).
     fn fall_back_or(&mut self, core: &mut Core, why: Error) -> Result<()> {
+        if self.api == HeartbeatApi::ShareGroup {
+            // A share group has no other protocol to fall back to.
+            return Err(why);
+        }
         match core.config.group_protocol_policy {
             GroupProtocolPolicy::Error => Err(why),
             GroupProtocolPolicy::FallBackToClassic => {

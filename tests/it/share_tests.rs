@@ -1,0 +1,221 @@
+//! Share groups (KIP-932) against a real Kafka 4.x broker ([`broker::consumer_protocol`]): two
+//! share consumers of one partition both receive records and no record goes to both; a
+//! released record comes back with its delivery count one higher, a rejected one never;
+//! explicit acknowledgements from worker threads, and `commit`'s per-partition results.
+//!
+//! The group's `share.auto.offset.reset` is `latest` (Kafka's default), so each test first
+//! produces warm-up records until one is delivered: from then on the share partitions exist
+//! and every record produced is delivered. Records are told apart by value.
+
+use crate::consumer_tests::produce;
+use crate::group_tests::client;
+use crate::support::{broker, create_topic, unique_name};
+use kafka_group::{AcknowledgeType, AcknowledgementMode, Client, ShareConsumer, ShareRecord};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+fn share(client: &Client, group: &str, topic: &str, mode: AcknowledgementMode) -> ShareConsumer {
+    client
+        .share_consumer(group)
+        .subscribe([topic])
+        .acknowledgement_mode(mode)
+        .max_poll_records(10)
+        .fetch_max_wait(Duration::from_millis(200))
+        .build()
+        .unwrap()
+}
+
+fn value(r: &ShareRecord) -> String {
+    String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()
+}
+
+/// Produces warm-up records to partition 0 until one of `consumers` gets one, polling them in
+/// turn; the records they got are accepted (or left to their mode).
+fn warm_up(client: &Client, topic: &str, consumers: &mut [&mut ShareConsumer]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut n = 0;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no warm-up record reached the share consumers in 60 s"
+        );
+        produce(client, topic, 0, &[format!("warm-{n}")]);
+        n += 1;
+        for c in consumers.iter_mut() {
+            let got = c.poll(Duration::from_millis(500)).unwrap();
+            for r in &got {
+                r.acknowledge(AcknowledgeType::Accept).unwrap();
+            }
+            if got.iter().any(|r| value(r).starts_with("warm-")) {
+                return;
+            }
+        }
+    }
+}
+
+/// `n` records `r-0` … to partition 0, in batches of 5 (a broker acquires whole batches).
+fn produce_records(client: &Client, topic: &str, n: usize) -> BTreeSet<String> {
+    let values: Vec<String> = (0..n).map(|i| format!("r-{i}")).collect();
+    for chunk in values.chunks(5) {
+        produce(client, topic, 0, chunk);
+    }
+    values.into_iter().collect()
+}
+
+#[test]
+fn two_share_consumers_of_one_partition_both_receive_and_no_record_goes_to_both() {
+    let b = broker::consumer_protocol();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "share", 1, 1);
+    let group = unique_name("share-two");
+    let mut a = share(&c, &group, &topic, AcknowledgementMode::Implicit);
+    let mut z = share(&c, &group, &topic, AcknowledgementMode::Implicit);
+    warm_up(&c, &topic, &mut [&mut a, &mut z]);
+    let want = produce_records(&c, &topic, 200);
+    let mut by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while want.iter().any(|v| !by.contains_key(v)) && Instant::now() < deadline {
+        for (name, consumer) in [("a", &mut a), ("z", &mut z)] {
+            for r in consumer.poll(Duration::from_millis(200)).unwrap() {
+                let v = value(&r);
+                if v.starts_with("r-") {
+                    by.entry(v).or_default().push(name);
+                }
+            }
+        }
+    }
+    let missing: Vec<&String> = want.iter().filter(|v| !by.contains_key(*v)).collect();
+    assert!(missing.is_empty(), "never delivered: {missing:?}");
+    let twice: Vec<(&String, &Vec<&str>)> = by.iter().filter(|(_, who)| who.len() > 1).collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    let per: BTreeMap<&str, usize> = by.values().fold(BTreeMap::new(), |mut m, who| {
+        *m.entry(who[0]).or_default() += 1;
+        m
+    });
+    assert!(
+        per.get("a").is_some_and(|n| *n > 0) && per.get("z").is_some_and(|n| *n > 0),
+        "both consumers of the one partition should receive records: {per:?}"
+    );
+    a.close().unwrap();
+    z.close().unwrap();
+}
+
+#[test]
+fn a_released_record_comes_back_counted_and_a_rejected_one_never() {
+    let b = broker::consumer_protocol();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "share", 1, 1);
+    let group = unique_name("share-release");
+    let mut s = share(&c, &group, &topic, AcknowledgementMode::Explicit);
+    warm_up(&c, &topic, &mut [&mut s]);
+    let want = produce_records(&c, &topic, 10);
+    // First delivery: release r-3, reject r-4, accept the rest.
+    let mut first: BTreeMap<String, u16> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while first.len() < want.len() && Instant::now() < deadline {
+        for r in s.poll(Duration::from_millis(500)).unwrap() {
+            let v = value(&r);
+            let kind = match v.as_str() {
+                "r-3" => AcknowledgeType::Release,
+                "r-4" => AcknowledgeType::Reject,
+                _ => AcknowledgeType::Accept,
+            };
+            r.acknowledge(kind).unwrap();
+            if v.starts_with("r-") {
+                first.insert(v, r.delivery_count);
+            }
+        }
+    }
+    assert_eq!(first.keys().cloned().collect::<BTreeSet<_>>(), want);
+    assert!(first.values().all(|n| *n == 1), "first deliveries: {first:?}");
+    let results = s.commit(Duration::from_secs(30)).unwrap();
+    assert!(results.values().all(|r| r.is_ok()), "commit: {results:?}");
+    // Only the released record comes back, counted twice; the rejected one never does.
+    let mut again: Vec<(String, u16)> = Vec::new();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        for r in s.poll(Duration::from_millis(500)).unwrap() {
+            r.acknowledge(AcknowledgeType::Accept).unwrap();
+            let v = value(&r);
+            if v.starts_with("r-") {
+                again.push((v, r.delivery_count));
+            }
+        }
+    }
+    assert_eq!(again, vec![("r-3".to_string(), 2)], "redeliveries");
+    s.close().unwrap();
+}
+
+#[test]
+fn worker_threads_acknowledge_and_commit_reports_each_partition() {
+    let b = broker::consumer_protocol();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "share", 1, 1);
+    let group = unique_name("share-workers");
+    let mut s = share(&c, &group, &topic, AcknowledgementMode::Explicit);
+    warm_up(&c, &topic, &mut [&mut s]);
+    s.commit(Duration::from_secs(30)).unwrap();
+    let want = produce_records(&c, &topic, 20);
+    let mut got = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < want.len() && Instant::now() < deadline {
+        let records = s.poll(Duration::from_millis(500)).unwrap();
+        let handles: Vec<_> = records
+            .iter()
+            .map(|r| (value(r), r.acknowledger()))
+            .filter(|(v, _)| v.starts_with("r-"))
+            .collect();
+        got.extend(handles.iter().map(|(v, _)| v.clone()));
+        std::thread::scope(|scope| {
+            for (_, ack) in handles {
+                scope.spawn(move || ack.acknowledge(AcknowledgeType::Accept).unwrap());
+            }
+        });
+    }
+    assert_eq!(got, want);
+    let results = s.commit(Duration::from_secs(30)).unwrap();
+    let tp = kafka_group::TopicPartition::new(topic.as_str(), 0);
+    assert!(
+        matches!(results.get(&tp), Some(Ok(()))),
+        "commit results: {results:?}"
+    );
+    // Accepted: nothing comes back.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let back: Vec<String> = s
+            .poll(Duration::from_millis(500))
+            .unwrap()
+            .iter()
+            .map(value)
+            .filter(|v| v.starts_with("r-"))
+            .collect();
+        assert!(back.is_empty(), "accepted records delivered again: {back:?}");
+    }
+    s.close().unwrap();
+}
+
+#[test]
+fn an_acknowledger_refuses_once_its_consumer_closed() {
+    let b = broker::consumer_protocol();
+    let c = &client(b.bootstrap());
+    let topic = &create_topic(c, "share", 1, 1);
+    let group = unique_name("share-closed");
+    let mut s = share(c, &group, topic, AcknowledgementMode::Explicit);
+    warm_up(c, topic, &mut [&mut s]);
+    produce(c, topic, 0, &["late".to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ack = loop {
+        assert!(Instant::now() < deadline, "the late record never came");
+        if let Some(r) = s
+            .poll(Duration::from_millis(500))
+            .unwrap()
+            .into_iter()
+            .find(|r| value(r) == "late")
+        {
+            break r.acknowledger();
+        }
+    };
+    s.close().unwrap();
+    let e = ack.acknowledge(AcknowledgeType::Accept);
+    assert!(matches!(e, Err(kafka_group::Error::Closed)), "{e:?}");
+}
