@@ -1,12 +1,15 @@
 //! The guide's two application examples, run against the shared broker with the same code
 //! their `cargo run --example` programs run: the batch job (examples/batch_job, on the
 //! consuming page) and the threaded server of static members (examples/static_server, on the
-//! static membership page).
+//! static membership page), and the share group worked by a pool of threads
+//! (examples/share_workers).
 
 #[path = "../../examples/batch_job/job.rs"]
 mod job;
 #[path = "../../examples/static_server/server.rs"]
 mod server;
+#[path = "../../examples/share_workers/workers.rs"]
+mod share_workers;
 
 use crate::group_tests::{client, topic_with_partitions};
 use crate::support::{broker, unique_name};
@@ -141,4 +144,88 @@ fn the_static_server_restarted_within_the_session_timeout_gets_every_partition_b
         records, 60,
         "every record once across both runs: {before:?} {after:?}"
     );
+}
+
+#[test]
+fn share_workers_accept_reject_and_retry_each_record_from_their_own_threads() {
+    use kafka_group::AcknowledgeType::{Accept, Reject, Release};
+    use std::sync::Mutex;
+    let b = broker::consumer_protocol();
+    let client = client(b.bootstrap());
+    let topic = topic_with_partitions(&client, 2);
+    let group = unique_name("share-workers");
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen: Arc<Mutex<BTreeMap<String, u16>>> = Arc::default();
+    let runner = {
+        let (bootstrap, topic, group, stop, seen) = (
+            b.bootstrap().to_string(),
+            topic.clone(),
+            group.clone(),
+            stop.clone(),
+            seen.clone(),
+        );
+        std::thread::spawn(move || {
+            share_workers::run(&bootstrap, &group, &topic, 4, 8, stop, move |r| {
+                let v = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+                seen.lock().unwrap().insert(v.clone(), r.delivery_count);
+                if v.starts_with("bad") {
+                    Reject
+                } else if v.starts_with("retry") && r.delivery_count == 1 {
+                    Release
+                } else {
+                    Accept
+                }
+            })
+        })
+    };
+    // The group starts at the end of the log (share.auto.offset.reset=latest): warm up first.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut n = 0;
+    while !seen.lock().unwrap().keys().any(|v| v.starts_with("warm")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no warm-up record reached the workers"
+        );
+        let mut p = client.producer().build().unwrap();
+        p.send(ProducerRecord::new(topic.as_str(), format!("warm-{n}")).partition(0))
+            .unwrap();
+        p.flush().unwrap();
+        n += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut p = client.producer().build().unwrap();
+    let values: Vec<String> = (0..20)
+        .map(|i| format!("ok-{i}"))
+        .chain((0..4).map(|i| format!("bad-{i}")))
+        .chain((0..4).map(|i| format!("retry-{i}")))
+        .collect();
+    for (i, v) in values.iter().enumerate() {
+        p.send(ProducerRecord::new(topic.as_str(), v.clone()).partition(i as i32 % 2))
+            .unwrap();
+    }
+    p.flush().unwrap();
+    let done = || {
+        let s = seen.lock().unwrap();
+        values.iter().all(|v| match s.get(v) {
+            Some(n) if v.starts_with("retry") => *n == 2,
+            Some(_) => true,
+            None => false,
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let outcomes = runner.join().unwrap().unwrap();
+    for v in &values {
+        let want = if v.starts_with("bad") {
+            vec![(1, Reject)]
+        } else if v.starts_with("retry") {
+            vec![(1, Release), (2, Accept)]
+        } else {
+            vec![(1, Accept)]
+        };
+        assert_eq!(outcomes.get(v), Some(&want), "{v}: {outcomes:?}");
+    }
 }

@@ -219,3 +219,21 @@ fn an_acknowledger_refuses_once_its_consumer_closed() {
     let e = ack.acknowledge(AcknowledgeType::Accept);
     assert!(matches!(e, Err(kafka_group::Error::Closed)), "{e:?}");
 }
+
+#[test]
+fn a_broker_without_share_groups_is_one_clear_error() {
+    let c = client(&broker::shared_legacy().to_string());
+    let topic = create_topic(&c, "share-old", 1, 1);
+    let mut s = share(
+        &c,
+        &unique_name("share-old"),
+        &topic,
+        AcknowledgementMode::Implicit,
+    );
+    let e = s.poll(Duration::from_secs(30)).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, kafka_group::Error::MissingCapability { .. }), "{e}");
+    for part in ["share groups", "share.version=1", "Kafka 3.9", "4.1"] {
+        assert!(text.contains(part), "{text}");
+    }
+}
