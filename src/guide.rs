@@ -8,6 +8,7 @@
 //! | [`kip848`] | the consumer group protocol (`group.protocol=consumer`): brokers, what differs for static members, migrating a group |
 //! | [`producing`] | the sender thread, idempotence, delivery handles, splitting batches refused as too large |
 //! | [`exactly_once`] | consume, transform, produce and commit in one transaction; what each error means |
+//! | [`share_groups`] | share groups (KIP-932): queues on Kafka topics, acknowledging each record, worker threads |
 //! | [`security`] | TLS, SASL (PLAIN, SCRAM, OAUTHBEARER), re-authentication, authorization errors |
 //! | [`configuration`] | builders, `property(key, value)` and properties files, every setting with its default, value checks |
 //! | [`errors`] | the [`Error`](crate::Error) variants by what to do about them |
@@ -36,6 +37,9 @@ pub mod producing {}
 
 #[doc = include_str!("../docs/guide/exactly_once.md")]
 pub mod exactly_once {}
+
+#[doc = include_str!("../docs/guide/share_groups.md")]
+pub mod share_groups {}
 
 #[doc = include_str!("../docs/guide/security.md")]
 pub mod security {}
