@@ -157,6 +157,24 @@ impl TestHooks for crate::Consumer {
     }
 }
 
+impl TestHooks for crate::ShareConsumer {
+    fn crash_for_tests(self) {
+        self.crash()
+    }
+
+    fn freeze_heartbeats_for_tests(&self) {
+        if let Some(m) = self.group_member() {
+            m.freeze_heartbeats()
+        }
+    }
+
+    fn thaw_heartbeats_for_tests(&self) {
+        if let Some(m) = self.group_member() {
+            m.thaw_heartbeats()
+        }
+    }
+}
+
 /// Keeps [`RawClient`] and [`TestHooks`] implemented by this crate's types alone, so methods
 /// can be added to them.
 mod sealed {
@@ -165,4 +183,5 @@ mod sealed {
     impl Sealed for crate::Client {}
     impl Sealed for crate::GroupMember {}
     impl Sealed for crate::Consumer {}
+    impl Sealed for crate::ShareConsumer {}
 }

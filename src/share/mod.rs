@@ -100,6 +100,8 @@ struct ShareBroker {
     link: Link,
     session: ShareSession,
     in_flight: Option<InFlight>,
+    /// After a failed request, the next waits until then (`retry.backoff.ms`).
+    retry_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -177,6 +179,8 @@ impl ShareConsumer {
     /// the application did not acknowledge itself.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ShareRecord>> {
         let deadline = crate::deadline::after(timeout);
+        // The whole call counts as polling for `max.poll.interval.ms`, fetches included.
+        let _polling = self.member()?.polling();
         self.accept_delivered();
         loop {
             if !self.buffered.is_empty() {
@@ -206,11 +210,21 @@ impl ShareConsumer {
                 }
                 continue;
             }
-            self.fetch(deadline)?;
+            let waited = self.fetch(deadline)?;
             if !self.buffered.is_empty() || Instant::now() >= deadline {
                 return Ok(self.hand_out());
             }
+            if !waited {
+                // Nothing went out (leaders unknown, brokers backing off): wait a little, for
+                // the membership's news meanwhile, rather than spin.
+                let pause = self.backoff().min(crate::deadline::left(deadline));
+                self.member()?.poll(pause)?;
+            }
         }
+    }
+
+    fn backoff(&self) -> Duration {
+        self.config.member.retry_backoff(&self.client)
     }
 
     /// Sends every acknowledgement made so far now (ShareAcknowledge to each leader), waiting
@@ -228,6 +242,21 @@ impl ShareConsumer {
     /// given out fail with [`Error::Closed`] afterwards.
     pub fn close(mut self) -> Result<()> {
         self.close_inner()
+    }
+
+    /// Stops like a killed process: no acknowledgement, no session closed, no leave; the
+    /// brokers release what it held when the locks expire (`unstable::TestHooks`).
+    pub(crate) fn crash(mut self) {
+        self.queue.close();
+        self.brokers.clear();
+        if let Some(m) = self.member.take() {
+            m.crash();
+        }
+    }
+
+    /// The membership (`unstable::TestHooks`).
+    pub(crate) fn group_member(&self) -> Option<&GroupMember> {
+        self.member.as_ref()
     }
 
     fn close_inner(&mut self) -> Result<()> {
@@ -328,12 +357,13 @@ impl ShareConsumer {
     }
 
     /// One round of ShareFetch to every leader (those with a request in flight already are
-    /// only waited for), reading the answers that come by `deadline` into the buffer.
-    fn fetch(&mut self, deadline: Instant) -> Result<()> {
+    /// only waited for), reading the answers that come by `deadline` into the buffer; whether
+    /// any request was waited for.
+    fn fetch(&mut self, deadline: Instant) -> Result<bool> {
         self.take_queued();
         let member_id = self.member()?.member_id().to_string();
         if member_id.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let leaders = self.leaders(deadline)?;
         let group = self.config.member.group_id.clone();
@@ -366,6 +396,7 @@ impl ShareConsumer {
                         link,
                         session: ShareSession::default(),
                         in_flight: None,
+                        retry_at: None,
                     },
                 );
             }
@@ -375,7 +406,8 @@ impl ShareConsumer {
             };
             let plan = broker.session.plan(&wanted);
             let (busy, open) = (broker.in_flight.is_some(), broker.session.is_open());
-            if busy || (plan.epoch == 0 && wanted.is_empty()) {
+            let backing_off = broker.retry_at.is_some_and(|at| Instant::now() < at);
+            if busy || backing_off || (plan.epoch == 0 && wanted.is_empty()) {
                 continue;
             }
             let acks = self.acks_for(id, &wanted);
@@ -388,6 +420,7 @@ impl ShareConsumer {
             };
             let req = fetch::share_fetch_request(&group, &member_id, &plan, &acks, &settings);
             let request_timeout = self.client.connection_config().request_timeout;
+            let retry_at = crate::deadline::after(self.backoff());
             let Some(broker) = self.brokers.get_mut(&id) else {
                 continue;
             };
@@ -400,6 +433,7 @@ impl ShareConsumer {
                 Ok(pending) => broker.in_flight = Some(InFlight { pending, plan, acks }),
                 Err(e) => {
                     log::debug!("share group {group}: ShareFetch to broker {id}: {e}");
+                    broker.retry_at = Some(retry_at);
                     broker.session.reset();
                     self.stale = true;
                     self.drop_acks(acks, &format!("ShareFetch failed: {e}"));
@@ -412,10 +446,11 @@ impl ShareConsumer {
             .filter(|(_, b)| b.in_flight.is_some())
             .map(|(id, _)| *id)
             .collect();
+        let waited = !in_flight.is_empty();
         for id in in_flight {
             self.receive(id, deadline)?;
         }
-        Ok(())
+        Ok(waited)
     }
 
     /// The acknowledgements waiting for partitions `broker` leads (or led: those of `wanted`
@@ -466,6 +501,7 @@ impl ShareConsumer {
 
     /// Waits for `broker`'s ShareFetch answer until `deadline` and reads it.
     fn receive(&mut self, id: i32, deadline: Instant) -> Result<()> {
+        let retry_at = crate::deadline::after(self.backoff());
         let Some(broker) = self.brokers.get_mut(&id) else {
             return Ok(());
         };
@@ -496,6 +532,7 @@ impl ShareConsumer {
                     "share group {}: ShareFetch answer from broker {id}: {e}",
                     self.config.member.group_id
                 );
+                broker.retry_at = Some(retry_at);
                 broker.session.reset();
                 broker.link.disconnect();
                 self.stale = true;
@@ -520,11 +557,13 @@ impl ShareConsumer {
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default()
             );
+            broker.retry_at = Some(retry_at);
             broker.session.reset();
             self.stale = true;
             self.drop_acks(flight.acks, &format!("ShareFetch answered {code}"));
             return Ok(());
         }
+        broker.retry_at = None;
         broker.session.answered(&flight.plan);
         for (p, part) in answer.partitions {
             self.take_partition(p, part, ApiKey::ShareFetch);

@@ -237,3 +237,67 @@ fn a_broker_without_share_groups_is_one_clear_error() {
         assert!(text.contains(part), "{text}");
     }
 }
+
+/// The brokers' `group.share.record.lock.duration.ms` in these tests (`scripts/kafka`).
+const LOCK: Duration = Duration::from_secs(10);
+
+/// A first consumer (explicit mode) acquires `n` records and acknowledges none of them; then
+/// `after` happens to it, and a second consumer of the group must get every one of them again
+/// (delivery count 2) within the lock duration plus a margin for a loaded machine.
+fn held_records_come_back(after: impl FnOnce(ShareConsumer) -> Option<ShareConsumer>) {
+    let b = broker::consumer_protocol();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "share", 1, 1);
+    let group = unique_name("share-held");
+    let mut a = share(&c, &group, &topic, AcknowledgementMode::Explicit);
+    warm_up(&c, &topic, &mut [&mut a]);
+    a.commit(Duration::from_secs(30)).unwrap();
+    let want = produce_records(&c, &topic, 5);
+    let mut held = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while held.len() < want.len() && Instant::now() < deadline {
+        for r in a.poll(Duration::from_millis(500)).unwrap() {
+            held.insert(value(&r));
+        }
+    }
+    assert_eq!(held, want, "the first consumer acquired every record");
+    let acquired = Instant::now();
+    let a = after(a);
+    let mut z = share(&c, &group, &topic, AcknowledgementMode::Implicit);
+    let mut again: BTreeMap<String, u16> = BTreeMap::new();
+    let bound = LOCK + Duration::from_secs(30);
+    while again.len() < want.len() && acquired.elapsed() < bound {
+        for r in z.poll(Duration::from_millis(500)).unwrap() {
+            let v = value(&r);
+            if v.starts_with("r-") {
+                again.insert(v, r.delivery_count);
+            }
+        }
+    }
+    assert_eq!(
+        again.keys().cloned().collect::<BTreeSet<_>>(),
+        want,
+        "redelivered within {bound:?}"
+    );
+    assert!(
+        again.values().all(|n| *n == 2),
+        "each a second delivery: {again:?}"
+    );
+    z.close().unwrap();
+    drop(a);
+}
+
+#[test]
+fn records_a_crashed_consumer_held_go_to_another() {
+    use kafka_group::unstable::TestHooks;
+    held_records_come_back(|a| {
+        a.crash_for_tests();
+        None
+    });
+}
+
+#[test]
+fn records_a_stalled_consumer_holds_go_to_another_once_their_locks_expire() {
+    // Still a member with its share session open, it just does not poll or acknowledge.
+    held_records_come_back(Some);
+}
