@@ -301,3 +301,45 @@ fn records_a_stalled_consumer_holds_go_to_another_once_their_locks_expire() {
     // Still a member with its share session open, it just does not poll or acknowledge.
     held_records_come_back(Some);
 }
+
+/// The broker's `group.share.delivery.count.limit` (Kafka's default).
+const DELIVERY_LIMIT: u16 = 5;
+
+#[test]
+fn a_record_released_at_every_delivery_is_archived_after_the_delivery_limit() {
+    let b = broker::consumer_protocol();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "share", 1, 1);
+    let group = unique_name("share-limit");
+    let mut s = share(&c, &group, &topic, AcknowledgementMode::Explicit);
+    warm_up(&c, &topic, &mut [&mut s]);
+    s.commit(Duration::from_secs(30)).unwrap();
+    produce(&c, &topic, 0, &["again".to_string()]);
+    let mut counts = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Released each time: delivered at counts 1..=limit, then never again.
+    let mut quiet_since = Instant::now();
+    while Instant::now() < deadline {
+        let mut got = false;
+        for r in s.poll(Duration::from_millis(300)).unwrap() {
+            if value(&r) == "again" {
+                counts.push(r.delivery_count);
+                got = true;
+                r.acknowledge(AcknowledgeType::Release).unwrap();
+            } else {
+                r.acknowledge(AcknowledgeType::Accept).unwrap();
+            }
+        }
+        if got {
+            quiet_since = Instant::now();
+        } else if counts.len() >= DELIVERY_LIMIT as usize && quiet_since.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    assert_eq!(
+        counts,
+        (1..=DELIVERY_LIMIT).collect::<Vec<_>>(),
+        "delivery counts of the released record"
+    );
+    s.close().unwrap();
+}
