@@ -343,3 +343,113 @@ fn a_record_released_at_every_delivery_is_archived_after_the_delivery_limit() {
     );
     s.close().unwrap();
 }
+
+/// Kafka's Java share consumer: joins share group `args[1]` on topic `args[2]`, polls for
+/// `args[3]` ms accepting everything (implicit mode), prints `v <value> <delivery count>` per
+/// record, and closes.
+const JAVA_SHARE: &str = r#"
+import java.time.Duration;
+import java.util.List;
+import java.util.Properties;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+public class JavaShare {
+    public static void main(String[] args) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[0]);
+        p.put("group.id", args[1]);
+        p.put("max.poll.records", "10");
+        try (KafkaShareConsumer<String, String> c =
+                 new KafkaShareConsumer<>(p, new StringDeserializer(), new StringDeserializer())) {
+            c.subscribe(List.of(args[2]));
+            long end = System.currentTimeMillis() + Long.parseLong(args[3]);
+            while (System.currentTimeMillis() < end) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    System.out.println("v " + r.value() + " " + r.deliveryCount().orElse((short) -1));
+                }
+            }
+        }
+    }
+}
+"#;
+
+#[test]
+fn our_share_consumer_and_javas_share_one_group() {
+    let b = broker::consumer_protocol();
+    let c = client(b.bootstrap());
+    let topic = create_topic(&c, "share-java", 1, 1);
+    let group = unique_name("share-java");
+    let mut ours = share(&c, &group, &topic, AcknowledgementMode::Implicit);
+    warm_up(&c, &topic, &mut [&mut ours]);
+    let java = {
+        let (bootstrap, group, topic) = (b.bootstrap().to_string(), group.clone(), topic.clone());
+        std::thread::spawn(move || {
+            crate::support::java::run_source_output(
+                &broker::consumer_protocol_version(),
+                "JavaShare",
+                JAVA_SHARE,
+                &[&bootstrap, &group, &topic, "25000"],
+            )
+        })
+    };
+    // Written while both consume, in batches of 5, so that each has something to acquire.
+    let want: BTreeSet<String> = (0..200).map(|i| format!("r-{i}")).collect();
+    let writer = {
+        let (c, topic, want) = (c.clone(), topic.clone(), want.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(5));
+            let values: Vec<String> = want.into_iter().collect();
+            for chunk in values.chunks(5) {
+                produce(&c, &topic, 0, chunk);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let mut got: Vec<String> = Vec::new();
+    while !java.is_finished() {
+        for r in ours.poll(Duration::from_millis(200)).unwrap() {
+            let v = value(&r);
+            if v.starts_with("r-") {
+                got.push(v);
+            }
+        }
+    }
+    writer.join().unwrap();
+    let out = java.join().unwrap();
+    let theirs: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("v "))
+        .filter_map(|l| l.split(' ').next())
+        .filter(|v| v.starts_with("r-"))
+        .map(String::from)
+        .collect();
+    // What the Java consumer had when its time ran out may come to ours after its close.
+    let until = Instant::now() + Duration::from_secs(20);
+    let seen = |got: &Vec<String>| got.iter().chain(&theirs).cloned().collect::<BTreeSet<_>>();
+    while seen(&got) != want && Instant::now() < until {
+        for r in ours.poll(Duration::from_millis(200)).unwrap() {
+            let v = value(&r);
+            if v.starts_with("r-") {
+                got.push(v);
+            }
+        }
+    }
+    assert_eq!(seen(&got), want, "every record delivered to one of them");
+    let all = got.len() + theirs.len();
+    assert_eq!(
+        all,
+        want.len(),
+        "no record delivered twice (ours {}, Java's {})",
+        got.len(),
+        theirs.len()
+    );
+    assert!(
+        !got.is_empty() && !theirs.is_empty(),
+        "both consumed: ours {}, Java's {}",
+        got.len(),
+        theirs.len()
+    );
+    ours.close().unwrap();
+}
