@@ -107,6 +107,8 @@ struct ShareBroker {
 #[derive(Debug)]
 struct InFlight {
     pending: Pending<ShareFetchRequest>,
+    /// When it went out: the acquisition locks it gets run from no earlier than this.
+    sent: Instant,
     plan: Plan,
     acks: BTreeMap<IdPartition, Vec<Batch>>,
 }
@@ -430,7 +432,14 @@ impl ShareConsumer {
                 broker.link.send_pending(&req, version, Some(wait))
             });
             match sent {
-                Ok(pending) => broker.in_flight = Some(InFlight { pending, plan, acks }),
+                Ok(pending) => {
+                    broker.in_flight = Some(InFlight {
+                        pending,
+                        sent: Instant::now(),
+                        plan,
+                        acks,
+                    })
+                }
                 Err(e) => {
                     log::debug!("share group {group}: ShareFetch to broker {id}: {e}");
                     broker.retry_at = Some(retry_at);
@@ -565,15 +574,22 @@ impl ShareConsumer {
         }
         broker.retry_at = None;
         broker.session.answered(&flight.plan);
+        let lock_expires = answer.lock_timeout.map(|d| flight.sent + d);
         for (p, part) in answer.partitions {
-            self.take_partition(p, part, ApiKey::ShareFetch);
+            self.take_partition(p, part, ApiKey::ShareFetch, lock_expires);
         }
         Ok(())
     }
 
     /// What one partition of an answer brought: records to the buffer, gaps to acknowledge,
     /// errors noted.
-    fn take_partition(&mut self, p: IdPartition, part: PartitionAnswer, api: ApiKey) {
+    fn take_partition(
+        &mut self,
+        p: IdPartition,
+        part: PartitionAnswer,
+        api: ApiKey,
+        lock_expires: Option<Instant>,
+    ) {
         if let Some(code) = part.ack_code {
             let tp = self.tp(p);
             log::warn!(
@@ -598,8 +614,12 @@ impl ShareConsumer {
         }
         for a in part.records {
             let acknowledger = Acknowledger::new(self.queue.clone(), p, a.record.offset);
-            self.buffered
-                .push_back(ShareRecord::new(a.record, a.delivery_count, acknowledger));
+            self.buffered.push_back(ShareRecord::new(
+                a.record,
+                a.delivery_count,
+                acknowledger,
+                lock_expires,
+            ));
         }
     }
 

@@ -112,6 +112,7 @@ pub struct ShareRecord {
     /// `ConsumerRecord.deliveryCount()`).
     pub delivery_count: u16,
     acknowledger: Acknowledger,
+    lock_expires: Option<std::time::Instant>,
 }
 
 impl ShareRecord {
@@ -119,12 +120,23 @@ impl ShareRecord {
         record: ConsumerRecord,
         delivery_count: i16,
         acknowledger: Acknowledger,
+        lock_expires: Option<std::time::Instant>,
     ) -> ShareRecord {
         ShareRecord {
             record,
             delivery_count: u16::try_from(delivery_count).unwrap_or(0),
             acknowledger,
+            lock_expires,
         }
+    }
+
+    /// When this consumer's lock on the record runs out at the latest: the broker's
+    /// acquisition lock duration (`group.share.record.lock.duration.ms`) counted from when the
+    /// ShareFetch that acquired it was sent. An acknowledgement must reach the broker before
+    /// then; after it, the record may already be another consumer's, and acknowledging it
+    /// fails with `INVALID_RECORD_STATE`. `None` if the broker did not say (before Kafka 4.1).
+    pub fn lock_expires_at(&self) -> Option<std::time::Instant> {
+        self.lock_expires
     }
 
     /// The handle that acknowledges this record, to give to another thread.

@@ -160,6 +160,13 @@ fn worker_threads_acknowledge_and_commit_reports_each_partition() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while got.len() < want.len() && Instant::now() < deadline {
         let records = s.poll(Duration::from_millis(500)).unwrap();
+        for r in &records {
+            let expires = r.lock_expires_at().expect("Kafka 4.4 says how long a lock lasts");
+            assert!(
+                expires > Instant::now() && expires <= Instant::now() + LOCK,
+                "a fresh record's lock runs out within group.share.record.lock.duration.ms"
+            );
+        }
         let handles: Vec<_> = records
             .iter()
             .map(|r| (value(r), r.acknowledger()))
