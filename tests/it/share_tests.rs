@@ -401,7 +401,8 @@ fn our_share_consumer_and_javas_share_one_group() {
             )
         })
     };
-    // Written while both consume, in batches of 5, so that each has something to acquire.
+    // Written while both consume, in batches of 5 over about 12 s (the Java consumer starts a
+    // JVM and joins meanwhile), so that each has something to acquire.
     let want: BTreeSet<String> = (0..200).map(|i| format!("r-{i}")).collect();
     let writer = {
         let (c, topic, want) = (c.clone(), topic.clone(), want.clone());
@@ -410,7 +411,7 @@ fn our_share_consumer_and_javas_share_one_group() {
             let values: Vec<String> = want.into_iter().collect();
             for chunk in values.chunks(5) {
                 produce(&c, &topic, 0, chunk);
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(Duration::from_millis(300));
             }
         })
     };
